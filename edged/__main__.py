@@ -1,0 +1,3 @@
+from edged.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Accounts and the router.
+
+An account is an isolated subject space: its own sublist. Routing knows no protocol: every receiver
+(a NATS client, a leafnode, an MQTT session, an internal service such as JetStream) is a `Receiver`
+with a `deliver()` method, and a `Subscription` ties a receiver to a subject.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from edged.options import AccountConfig
+from edged.sublist import Sublist
+
+GLOBAL_ACCOUNT = "$G"
+SYSTEM_ACCOUNT = "$SYS"
+
+
+class Receiver(Protocol):
+    echo: bool
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
+        ...
+
+
+class Subscription:
+    __slots__ = ("subject", "queue", "sid", "sid_b", "conn", "max", "delivered", "closed", "weight")
+
+    def __init__(self, conn: Any, subject: str, queue: str | None, sid: str) -> None:
+        self.conn = conn
+        self.subject = subject
+        self.queue = queue
+        self.sid = sid
+        self.sid_b = sid.encode()
+        self.max = 0
+        self.delivered = 0
+        self.closed = False
+        self.weight = 1
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.subject!r} q={self.queue!r} sid={self.sid}>"
+
+
+MsgCallback = Callable[[Subscription, str, str, "bytes | None", bytes], None]
+
+
+class InternalClient:
+    """A receiver for in-process services; callbacks run inline on the event loop."""
+
+    echo = True
+    kind = "SYSTEM"
+    headers = True
+
+    def __init__(self, account: Account, name: str = "internal") -> None:
+        self.account = account
+        self.name = name
+        self._sid = 0
+        self.subs: dict[str, tuple[Subscription, MsgCallback]] = {}
+
+    def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None) -> Subscription:
+        self._sid += 1
+        sub = Subscription(self, subject, queue, str(self._sid))
+        self.subs[sub.sid] = (sub, cb)
+        self.account.subscribe(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None:
+            self.account.unsubscribe(sub)
+
+    def close(self) -> None:
+        for sub, _ in list(self.subs.values()):
+            self.account.unsubscribe(sub)
+        self.subs.clear()
+
+    def auto_unsubscribe(self, sub: Subscription) -> None:
+        self.unsubscribe(sub)
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
+        entry = self.subs.get(sub.sid)
+        if entry is None:
+            return
+        sub.delivered += 1
+        entry[1](sub, subject.decode("utf-8", "surrogateescape"), reply.decode("utf-8", "surrogateescape"), hdr, payload)
+
+    def publish(self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None) -> bool:
+        return self.account.route(
+            subject, subject.encode("utf-8", "surrogateescape"), reply.encode(), hdr, payload, self
+        )
+
+
+class Account:
+    def __init__(self, name: str, config: AccountConfig | None = None, cache: bool = True) -> None:
+        self.name = name
+        self.config = config or AccountConfig(name=name)
+        self.sublist = Sublist(cache=cache)
+        self.clients: set[Any] = set()
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        # observers of interest changes (leafnodes propagate them); called as f(sub, added)
+        self.interest_listeners: list[Callable[[Subscription, bool], None]] = []
+        self.claims: dict | None = None  # operator mode: decoded account JWT
+        self._internal: InternalClient | None = None
+
+    @property
+    def internal(self) -> InternalClient:
+        if self._internal is None:
+            self._internal = InternalClient(self, f"internal:{self.name}")
+        return self._internal
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.sublist.insert(sub)
+        for f in self.interest_listeners:
+            f(sub, True)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if self.sublist.remove(sub):
+            sub.closed = True
+            for f in self.interest_listeners:
+                f(sub, False)
+
+    def route(
+        self,
+        subject: str,
+        subject_b: bytes,
+        reply_b: bytes,
+        hdr: bytes | None,
+        payload: bytes,
+        origin: Any,
+    ) -> bool:
+        """Deliver to every plain subscriber and one member of each queue group. True if anyone got it."""
+        psubs, qgroups = self.sublist.match(subject)
+        if not psubs and not qgroups:
+            return False
+        delivered = False
+        echo = origin.echo
+        for sub in psubs:
+            conn = sub.conn
+            if conn is origin and not echo:
+                continue
+            conn.deliver(sub, subject_b, reply_b, hdr, payload)
+            delivered = True
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+        for group in qgroups:
+            n = len(group)
+            i = int(random.random() * n) if n > 1 else 0
+            for k in range(n):
+                sub = group[(i + k) % n]
+                conn = sub.conn
+                if (conn is origin and not echo) or sub.closed:
+                    continue
+                conn.deliver(sub, subject_b, reply_b, hdr, payload)
+                delivered = True
+                if sub.max and sub.delivered >= sub.max:
+                    conn.auto_unsubscribe(sub)
+                break
+        return delivered

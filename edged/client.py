@@ -1,0 +1,502 @@
+"""A NATS client connection: the I/O shell around the protocol codec and the router.
+
+asyncio Protocols are used instead of stream objects because the hot path must not await per message:
+`data_received` parses a whole read, routes every message synchronously, and each receiving
+connection's output is coalesced into one socket write per event-loop turn (see Server.flush_soon).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from edged import protocol as P
+from edged.accounts import Account, Subscription
+from edged.log import TRACE, log
+
+if TYPE_CHECKING:
+    from edged.server import Server
+
+CRLF = b"\r\n"
+
+
+def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
+    hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+    return b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr)
+
+
+class ClientConnection(asyncio.Protocol):
+    """One NATS client. Also used for NATS-over-WebSocket through a transport shim."""
+
+    kind = "Client"
+
+    def __init__(self, server: Server, *, tls_upgrade: bool = False, websocket: bool = False) -> None:
+        self.server = server
+        self.opts = server.opts
+        self.cid = server.next_cid()
+        self.transport: Any = None
+        self.parser = P.ClientParser(self.opts.max_control_line, self.opts.max_payload)
+        self.tls_upgrade = tls_upgrade
+        self.websocket = websocket
+        self.tls_info: dict[str, Any] | None = None
+        self.account: Account | None = None
+        self.subs: dict[str, Subscription] = {}
+        self.out: list[bytes] = []
+        self.pending = 0
+        self.flush_queued = False
+        self.closed = False
+        self.connected = False  # CONNECT processed
+        self.auth_pending = server.auth_required
+        self.nonce: str | None = None
+        # CONNECT options
+        self.verbose = False
+        self.pedantic = False
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        self.perms: Any = None
+        self.connect_opts: dict | None = None
+        # stats
+        self.start = time.time()
+        self.last_activity = self.start
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.pings_out = 0
+        self.rtt_start = 0.0
+        self.rtt = 0.0
+        self.host = ""
+        self.port = 0
+        self.close_reason = ""
+        self._timers: list[asyncio.TimerHandle] = []
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._ping_handle: asyncio.TimerHandle | None = None
+        self._stall_since = 0.0
+        self._paused_reading = False
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: Any) -> None:
+        if self.transport is not None:
+            # start_tls hands the protocol a new transport; nothing else to set up
+            self.transport = transport
+            return
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.host, self.port = peer[0], peer[1]
+        srv = self.server
+        if not self.tls_upgrade and transport.get_extra_info("ssl_object") is not None:
+            self.tls_info = srv.tls_info_of(transport)
+        if srv.nonce_required:
+            self.nonce = srv.make_nonce()
+        self.send_raw(P.info_line(srv.client_info(self)))
+        if srv.accepting_clients_limit_reached(self):
+            self.send_err("maximum connections exceeded")
+            self.close("Maximum Connections Exceeded", flush=True)
+            return
+        srv.register_client(self)
+        if self.tls_upgrade:
+            srv.loop.create_task(self._upgrade_tls())
+        if self.auth_pending:
+            self._auth_timer = srv.loop.call_later(self.opts.effective_auth_timeout(), self._auth_timeout)
+        self._schedule_ping()
+        self.flush()
+
+    async def _upgrade_tls(self) -> None:
+        """nats-server's default: plaintext INFO, then the client starts the TLS handshake."""
+        srv = self.server
+        tls = srv.opts.tls
+        assert tls is not None and srv.tls_context is not None
+        try:
+            self.flush()
+            new = await asyncio.wait_for(
+                srv.loop.start_tls(self.transport, self, srv.tls_context, server_side=True), tls.timeout
+            )
+        except Exception as e:  # handshake failure or timeout: nats-server logs and closes
+            log.error("%s - cid:%d - TLS handshake error: %s", self.host, self.cid, e or type(e).__name__)
+            self.close("TLS Handshake Error", flush=False)
+            return
+        if new is None:
+            self.close("TLS Handshake Error", flush=False)
+            return
+        self.transport = new
+        self.tls_info = srv.tls_info_of(new)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_activity = time.time()
+        events = self.parser.feed(data)
+        if events:
+            self.process(events)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close("Client Closed", flush=False)
+
+    def pause_writing(self) -> None:
+        self._stall_since = time.monotonic()
+
+    def resume_writing(self) -> None:
+        self._stall_since = 0.0
+
+    # ------------------------------------------------------------------ protocol events
+
+    def process(self, events: list[tuple]) -> None:
+        for ev in events:
+            if self.closed:
+                return
+            op = ev[0]
+            if op == P.OP_PUB:
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_pub(ev[1], ev[2], ev[3], ev[4])
+            elif op == P.OP_SUB:
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_sub(ev[1], ev[2], ev[3])
+            elif op == P.OP_UNSUB:
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_unsub(ev[1], ev[2])
+            elif op == P.OP_PING:
+                if self.auth_pending:
+                    return self._auth_violation()
+                self.send_raw(P.PONG)
+            elif op == P.OP_PONG:
+                self.pings_out = 0
+                if self.rtt_start:
+                    self.rtt = time.monotonic() - self.rtt_start
+                    self.rtt_start = 0.0
+            elif op == P.OP_CONNECT:
+                self._on_connect(ev[1])
+            elif op == P.OP_ERROR:
+                text = ev[1]
+                if text:
+                    self.send_err(text)
+                    log.error("%s:%d - cid:%d - %s", self.host, self.port, self.cid, text)
+                self.close("Protocol Violation" if text != P.ERR_MAX_PAYLOAD else "Maximum Payload Exceeded")
+                return
+            elif op == P.OP_ERR:
+                # a client sending -ERR: nats-server closes the connection
+                self.close("Parse Error")
+                return
+            elif op == P.OP_INFO or op == P.OP_OK:
+                if self.auth_pending:
+                    return self._auth_violation()
+
+    def _on_connect(self, opts: dict) -> None:
+        srv = self.server
+        if log.isEnabledFor(TRACE):
+            safe = {k: ("[REDACTED]" if k in ("pass", "auth_token", "sig", "jwt") else v) for k, v in opts.items()}
+            log.log(TRACE, "%s:%d - cid:%d - <<- [CONNECT %s]", self.host, self.port, self.cid, safe)
+        self.connect_opts = opts
+        self.verbose = bool(opts.get("verbose", True))  # nats-server defaultOpts: verbose and pedantic on
+        self.pedantic = bool(opts.get("pedantic", True))
+        self.echo = bool(opts.get("echo", True))
+        self.headers = bool(opts.get("headers", False)) and not self.opts.no_header_support
+        self.no_responders = bool(opts.get("no_responders", False))
+        self.name = str(opts.get("name") or "")
+        self.lang = str(opts.get("lang") or "")
+        self.version = str(opts.get("version") or "")
+        if self.no_responders and not self.headers:
+            self.send_err("no responders requires headers support")
+            self.close("Protocol Violation")
+            return
+        if srv.tls_required and self.tls_info is None and not self.websocket:
+            self.send_err("Secure Connection - TLS Required")
+            self.close("TLS Handshake Error")
+            return
+        try:
+            res = srv.authenticate(self, opts)
+        except Exception as e:
+            log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
+            return self._auth_violation(str(e) or "Authorization Violation")
+        acc = srv.account_for(res)
+        if acc is None:
+            return self._auth_violation()
+        if self.account is not None and self.account is not acc:
+            # re-CONNECT into another account: drop subscriptions of the old one
+            for sub in list(self.subs.values()):
+                self.account.unsubscribe(sub)
+            self.subs.clear()
+            self.account.clients.discard(self)
+        self.account = acc
+        acc.clients.add(self)
+        self.user = res.user
+        self.perms = srv.permission_checker(res.permissions)
+        if res.expires_at:
+            delay = max(0.0, res.expires_at - time.time())
+            self._timers.append(srv.loop.call_later(delay, self._auth_expired))
+        self.auth_pending = False
+        self.connected = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if self.verbose:
+            self.send_raw(P.OK)
+        log.debug("%s:%d - cid:%d - Client connection created", self.host, self.port, self.cid)
+
+    def _on_pub(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        if hdr is not None:
+            if not self.headers:
+                log.error("%s:%d - cid:%d - message headers not supported", self.host, self.port, self.cid)
+                self.close("Protocol Violation")
+                return
+            self.in_bytes += len(hdr)
+        if self.pedantic and not P.is_valid_literal_subject(subject):
+            self.send_err("Invalid Publish Subject")
+        perms = self.perms
+        if perms is not None and not perms.can_publish(subject):
+            self.send_err(f"Permissions Violation for Publish to {_quote(subject)}")
+            return
+        if self.verbose:
+            self.send_raw(P.OK)
+        acc = self.account
+        if acc is None:
+            return
+        reply_b = reply.encode("utf-8", "surrogateescape") if reply else b""
+        subject_b = subject.encode("utf-8", "surrogateescape")
+        if not acc.route(subject, subject_b, reply_b, hdr, payload, self) and reply and self.no_responders:
+            for sub in self.subs.values():
+                if sub.queue is None and _matches(sub.subject, reply):
+                    self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))
+                    break
+
+    def _on_sub(self, subject: str, queue: str | None, sid: str) -> None:
+        mx = self.opts.max_subscriptions
+        if mx and len(self.subs) >= mx:
+            log.error("%s:%d - cid:%d - maximum subscriptions exceeded", self.host, self.port, self.cid)
+            self.send_err("maximum subscriptions exceeded")
+            return
+        if not P.is_valid_subject(subject) or (queue is not None and not _valid_queue(queue)):
+            self.send_err("Invalid Subject")
+            return
+        perms = self.perms
+        if perms is not None and not perms.can_subscribe(subject, queue):
+            if queue:
+                self.send_err(
+                    f"Permissions Violation for Subscription to {_quote(subject)} using queue {_quote(queue)}"
+                )
+            else:
+                self.send_err(f"Permissions Violation for Subscription to {_quote(subject)}")
+            return
+        if sid not in self.subs and self.account is not None:
+            sub = Subscription(self, subject, queue, sid)
+            self.subs[sid] = sub
+            self.account.subscribe(sub)
+        if self.verbose:
+            self.send_raw(P.OK)
+
+    def _on_unsub(self, sid: str, mx: int) -> None:
+        sub = self.subs.get(sid)
+        if sub is not None:
+            if mx > 0 and sub.delivered < mx:
+                sub.max = mx
+            else:
+                self.auto_unsubscribe(sub)
+        if self.verbose:
+            self.send_raw(P.OK)
+
+    def auto_unsubscribe(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None and self.account is not None:
+            self.account.unsubscribe(sub)
+
+    # ------------------------------------------------------------------ delivery (hot path)
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
+        if self.closed:
+            return
+        perms = self.perms
+        if perms is not None:
+            if perms.deny_delivery(subject.decode("utf-8", "surrogateescape")):
+                return
+            if reply:
+                perms.note_reply(reply.decode("utf-8", "surrogateescape"))
+        sub.delivered += 1
+        size = len(payload)
+        if hdr is not None and self.headers:
+            hs = len(hdr)
+            if reply:
+                head = b"HMSG %s %s %s %d %d\r\n" % (subject, sub.sid_b, reply, hs, hs + size)
+            else:
+                head = b"HMSG %s %s %d %d\r\n" % (subject, sub.sid_b, hs, hs + size)
+            self.out += (head, hdr, payload, CRLF)
+            size += hs
+        else:
+            if reply:
+                head = b"MSG %s %s %s %d\r\n" % (subject, sub.sid_b, reply, size)
+            else:
+                head = b"MSG %s %s %d\r\n" % (subject, sub.sid_b, size)
+            self.out += (head, payload, CRLF)
+        self.out_msgs += 1
+        self.out_bytes += size
+        self.pending += size + len(head) + 2
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+        if self.pending > self.opts.max_pending:
+            self._slow_consumer()
+
+    def send_raw(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.out.append(data)
+        self.pending += len(data)
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
+    def send_err(self, text: str) -> None:
+        self.send_raw(P.err_line(text))
+
+    def flush(self) -> None:
+        self.flush_queued = False
+        out = self.out
+        if not out or self.transport is None:
+            return
+        data = b"".join(out) if len(out) > 1 else out[0]
+        out.clear()
+        self.pending = 0
+        t = self.transport
+        if t.is_closing():
+            return
+        t.write(data)
+        buffered = t.get_write_buffer_size()
+        if buffered > self.opts.max_pending:
+            self._slow_consumer()
+        elif self._stall_since and time.monotonic() - self._stall_since > self.opts.write_deadline:
+            self._slow_consumer()
+
+    def _slow_consumer(self) -> None:
+        if self.closed:
+            return
+        self.server.slow_consumers += 1
+        log.info(
+            "%s:%d - cid:%d - \"%s\" - Slow Consumer Detected: pending bytes %d",
+            self.host,
+            self.port,
+            self.cid,
+            self.name,
+            self.pending + (self.transport.get_write_buffer_size() if self.transport else 0),
+        )
+        self.out.clear()
+        self.pending = 0
+        self.close("Slow Consumer (Pending Bytes)", flush=False, abort=True)
+
+    # ------------------------------------------------------------------ timers and closing
+
+    def _schedule_ping(self) -> None:
+        iv = self.opts.ping_interval
+        if iv > 0:
+            # nats-server adds jitter to the first ping so connections do not ping in lockstep
+            first = iv * (1.0 - 0.2 * random.random()) if iv > 1 else iv
+            self._ping_handle = self.server.loop.call_later(first, self._ping_tick)
+
+    def _ping_tick(self) -> None:
+        if self.closed:
+            return
+        if self.pings_out + 1 > self.opts.ping_max:
+            self.send_err("Stale Connection")
+            self.close("Stale Connection")
+            return
+        self.pings_out += 1
+        self.rtt_start = time.monotonic()
+        self.send_raw(P.PING)
+        self._ping_handle = self.server.loop.call_later(self.opts.ping_interval, self._ping_tick)
+
+    def _auth_timeout(self) -> None:
+        if self.auth_pending and not self.closed:
+            self.send_err("Authentication Timeout")
+            self.close("Authentication Timeout")
+
+    def _auth_expired(self) -> None:
+        if not self.closed:
+            self.send_err("User Authentication Expired")
+            self.close("Authentication Expired")
+
+    def _auth_violation(self, text: str = "Authorization Violation") -> None:
+        self.server.auth_errors += 1
+        log.error("%s:%d - cid:%d - %s", self.host, self.port, self.cid, text)
+        # nats-server always tells the client "Authorization Violation", whatever the cause
+        if text in ("User Authentication Expired", "User Authentication Revoked"):
+            self.send_err(text)
+        else:
+            self.send_err("Authorization Violation")
+        self.close("Authentication Failure")
+
+    def close(self, reason: str, flush: bool = True, abort: bool = False) -> None:
+        if self.closed:
+            return
+        if flush:
+            self.flush()
+        self.closed = True
+        self.close_reason = reason
+        for t in self._timers:
+            t.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        if self._ping_handle is not None:
+            self._ping_handle.cancel()
+        acc = self.account
+        if acc is not None:
+            for sub in self.subs.values():
+                acc.unsubscribe(sub)
+            acc.clients.discard(self)
+        self.server.unregister_client(self)
+        t = self.transport
+        if t is not None:
+            if abort:
+                t.abort()
+            else:
+                t.close()
+
+    def info(self) -> dict[str, Any]:
+        """Identity for monitoring and events."""
+        return {
+            "cid": self.cid,
+            "kind": self.kind,
+            "type": "websocket" if self.websocket else "nats",
+            "ip": self.host,
+            "port": self.port,
+            "start": self.start,
+            "last_activity": self.last_activity,
+            "rtt": self.rtt,
+            "pending_bytes": self.pending,
+            "in_msgs": self.in_msgs,
+            "out_msgs": self.out_msgs,
+            "in_bytes": self.in_bytes,
+            "out_bytes": self.out_bytes,
+            "subscriptions": len(self.subs),
+            "name": self.name,
+            "lang": self.lang,
+            "version": self.version,
+            "account": self.account.name if self.account else "",
+            "user": self.user,
+            "tls": self.tls_info,
+        }
+
+
+def _quote(s: str) -> str:
+    """Go's %q for the subject strings that appear in -ERR texts."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _valid_queue(q: str) -> bool:
+    return bool(q) and not any(c in q for c in " \t\r\n")
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    from edged.sublist import subject_matches
+
+    return subject_matches(pattern, subject)

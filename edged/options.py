@@ -1,0 +1,270 @@
+"""Typed server options: the contract between the config parser, the CLI and the server.
+
+Field names follow nats-server's config keys so a reader of a nats-server config can find them.
+Defaults are nats-server's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_PORT = 4222
+DEFAULT_HTTP_PORT = 8222
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+DEFAULT_MAX_PENDING = 64 * 1024 * 1024
+DEFAULT_MAX_CONTROL_LINE = 4096
+DEFAULT_MAX_CONNECTIONS = 64 * 1024
+DEFAULT_PING_INTERVAL = 120.0
+DEFAULT_PING_MAX = 2
+DEFAULT_AUTH_TIMEOUT = 2.0
+DEFAULT_TLS_TIMEOUT = 2.0
+DEFAULT_WRITE_DEADLINE = 10.0
+DEFAULT_LAME_DUCK_DURATION = 120.0
+DEFAULT_LAME_DUCK_GRACE = 10.0
+
+
+@dataclass
+class SubjectPermission:
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ResponsePermission:
+    max_msgs: int = 1
+    expires: float = 0.0  # seconds, 0 = never
+
+
+@dataclass
+class Permissions:
+    publish: SubjectPermission | None = None
+    subscribe: SubjectPermission | None = None
+    allow_responses: ResponsePermission | None = None
+
+
+@dataclass
+class User:
+    username: str
+    password: str = ""  # plain text or a bcrypt hash ("$2a$..")
+    permissions: Permissions | None = None
+    account: str | None = None  # None = the global account ($G) or the block's account
+    allowed_connection_types: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NkeyUser:
+    nkey: str  # public user nkey, "U..."
+    permissions: Permissions | None = None
+    account: str | None = None
+    allowed_connection_types: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamImport:
+    account: str
+    subject: str
+    to: str = ""  # local subject prefix / mapping
+
+
+@dataclass
+class ServiceImport:
+    account: str
+    subject: str
+    to: str = ""
+
+
+@dataclass
+class Export:
+    stream: str | None = None
+    service: str | None = None
+    accounts: list[str] = field(default_factory=list)  # empty = public
+    response_type: str = "Singleton"
+
+
+@dataclass
+class JetStreamAccountLimits:
+    max_memory: int = -1
+    max_file: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_bytes_required: bool = False
+    max_ack_pending: int = -1
+    memory_max_stream_bytes: int = -1
+    store_max_stream_bytes: int = -1
+
+
+@dataclass
+class AccountConfig:
+    name: str
+    users: list[User] = field(default_factory=list)
+    nkey_users: list[NkeyUser] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)
+    stream_imports: list[StreamImport] = field(default_factory=list)
+    service_imports: list[ServiceImport] = field(default_factory=list)
+    jetstream: JetStreamAccountLimits | None = None  # None = JetStream not enabled for the account
+    default_permissions: Permissions | None = None
+    nkey: str = ""  # account public key (when configured with one)
+
+
+@dataclass
+class TLSConfig:
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False
+    verify_and_map: bool = False
+    insecure: bool = False
+    timeout: float = DEFAULT_TLS_TIMEOUT
+    handshake_first: bool = False
+    handshake_first_fallback: float = 0.0  # >0: wait that long for a ClientHello, then plain INFO
+    cipher_suites: list[str] = field(default_factory=list)
+    curve_preferences: list[str] = field(default_factory=list)
+    pinned_certs: list[str] = field(default_factory=list)
+    min_version: str = ""
+
+
+@dataclass
+class JetStreamConfig:
+    enabled: bool = False
+    store_dir: str = ""
+    domain: str = ""
+    max_memory_store: int = -1
+    max_file_store: int = -1
+    sync_interval: float | str = 120.0  # seconds, or "always"
+    unique_tag: str = ""
+
+
+@dataclass
+class RemoteLeafOpts:
+    urls: list[str] = field(default_factory=list)
+    account: str = ""
+    credentials: str = ""
+    nkey: str = ""
+    seed: str = ""
+    tls: TLSConfig | None = None
+    ws_compression: bool = False
+    ws_no_masking: bool = False
+    deny_imports: list[str] = field(default_factory=list)
+    deny_exports: list[str] = field(default_factory=list)
+    no_randomize: bool = False
+    first_info_timeout: float = 1.0
+    dial_timeout: float = 1.0
+    disabled: bool = False
+    compression: str = "off"
+    proxy: dict[str, Any] | None = None
+    hub: bool = False
+    ignore_discovered_urls: bool = False
+
+
+@dataclass
+class LeafNodeOpts:
+    host: str = ""
+    port: int = 0  # accept side (not used by edged yet)
+    remotes: list[RemoteLeafOpts] = field(default_factory=list)
+    reconnect: float = 1.0
+    tls: TLSConfig | None = None
+    authorization: dict[str, Any] | None = None
+
+
+@dataclass
+class MQTTOpts:
+    host: str = ""
+    port: int = 0
+    tls: TLSConfig | None = None
+    no_auth_user: str = ""
+    ack_wait: float = 30.0
+    max_ack_pending: int = 1024
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WebsocketOpts:
+    host: str = ""
+    port: int = 0
+    no_tls: bool = False
+    tls: TLSConfig | None = None
+    compression: bool = False
+    same_origin: bool = False
+    allowed_origins: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConfigWarning:
+    """A setting that was read but that edged does not act on (yet)."""
+
+    key: str
+    where: str  # "file:line:col"
+    message: str
+
+
+@dataclass
+class Options:
+    # identity and listen
+    server_name: str = ""
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    client_advertise: str = ""
+    http_host: str = "0.0.0.0"
+    http_port: int = 0  # 0 = monitoring off; -1 = random
+    http_base_path: str = ""
+    # limits
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_subscriptions: int = 0  # 0 = unlimited
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    max_pending: int = DEFAULT_MAX_PENDING
+    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
+    ping_interval: float = DEFAULT_PING_INTERVAL
+    ping_max: int = DEFAULT_PING_MAX
+    write_deadline: float = DEFAULT_WRITE_DEADLINE
+    no_header_support: bool = False
+    disable_sublist_cache: bool = False
+    # logging
+    debug: bool = False
+    trace: bool = False
+    logtime: bool = True
+    log_file: str = ""
+    syslog: bool = False
+    pid_file: str = ""
+    ports_file_dir: str = ""
+    # lame duck
+    lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
+    lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE
+    # auth (top-level `authorization {}` and CLI)
+    username: str = ""
+    password: str = ""
+    authorization: str = ""  # token
+    users: list[User] = field(default_factory=list)
+    nkeys: list[NkeyUser] = field(default_factory=list)
+    auth_timeout: float = 0.0  # 0 = default (2 s, or TLS timeout + 1 s with TLS)
+    default_permissions: Permissions | None = None
+    no_auth_user: str = ""
+    accounts: list[AccountConfig] = field(default_factory=list)
+    system_account: str = ""
+    no_system_account: bool = False
+    # operator / JWT mode
+    trusted_operators: list[str] = field(default_factory=list)  # operator JWT strings (already read)
+    trusted_keys: list[str] = field(default_factory=list)
+    resolver: str = ""  # "MEMORY" supported
+    resolver_preload: dict[str, str] = field(default_factory=dict)  # account pubkey -> JWT
+    # TLS on the client port
+    tls: TLSConfig | None = None
+    allow_non_tls: bool = False
+    # subsystems
+    jetstream: JetStreamConfig = field(default_factory=JetStreamConfig)
+    leafnodes: LeafNodeOpts | None = None
+    mqtt: MQTTOpts | None = None
+    websocket: WebsocketOpts | None = None
+    # edged-only block (`edged { ... }`): hardware, systemd, etc.
+    edged: dict[str, Any] = field(default_factory=dict)
+    # where options came from
+    config_file: str = ""
+    warnings: list[ConfigWarning] = field(default_factory=list)
+
+    def effective_auth_timeout(self) -> float:
+        if self.auth_timeout > 0:
+            return self.auth_timeout
+        if self.tls is not None:
+            return self.tls.timeout + 1.0
+        return DEFAULT_AUTH_TIMEOUT

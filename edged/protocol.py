@@ -1,0 +1,291 @@
+"""Sans-I/O codec for the NATS client protocol, server side.
+
+Bytes go in through `ClientParser.feed`, events come out as tuples whose first item is an op code
+(tuples, not objects, because this is the hot path: one allocation per message). The encoder half
+builds the server-to-client lines.
+
+Error behaviour follows nats-server's parser.go/client.go:
+- unknown op or malformed framing -> -ERR 'Unknown Protocol Operation', close;
+- argument line longer than max_control_line -> -ERR 'maximum control line exceeded', close;
+- PUB/HPUB size over max_payload -> -ERR 'Maximum Payload Violation', close;
+- unparseable PUB/HPUB/SUB/UNSUB arguments -> close without -ERR (nats-server logs and closes).
+An error is delivered as the last event of a batch: `(OP_ERROR, text_or_None)`; the parser is dead after it.
+"""
+
+from __future__ import annotations
+
+import json
+
+# event op codes
+OP_PUB = 1  # (OP_PUB, subject, reply, hdr|None, payload)
+OP_SUB = 2  # (OP_SUB, subject, queue|None, sid)
+OP_UNSUB = 3  # (OP_UNSUB, sid, max|0)
+OP_PING = 4  # (OP_PING,)
+OP_PONG = 5  # (OP_PONG,)
+OP_CONNECT = 6  # (OP_CONNECT, dict)
+OP_INFO = 7  # (OP_INFO, bytes)
+OP_OK = 8  # (OP_OK,)
+OP_ERR = 9  # (OP_ERR, text)
+OP_ERROR = 10  # (OP_ERROR, err_text | None): protocol violation, close after sending err_text
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+
+_PING_EV = (OP_PING,)
+_PONG_EV = (OP_PONG,)
+_OK_EV = (OP_OK,)
+
+# op word (upper case) -> code; lines are matched case-insensitively like nats-server
+_OPS = {
+    b"PUB": OP_PUB,
+    b"HPUB": -OP_PUB,
+    b"SUB": OP_SUB,
+    b"UNSUB": OP_UNSUB,
+    b"PING": OP_PING,
+    b"PONG": OP_PONG,
+    b"CONNECT": OP_CONNECT,
+    b"INFO": OP_INFO,
+    b"+OK": OP_OK,
+    b"-ERR": OP_ERR,
+}
+
+
+def _size(b: bytes) -> int:
+    """nats-server's parseSize: decimal digits only, else -1."""
+    if not b or not b.isdigit() or len(b) > 9:
+        return -1
+    return int(b)
+
+
+class ClientParser:
+    """Incremental parser for what a client sends. One per connection."""
+
+    __slots__ = ("max_control_line", "max_payload", "_buf", "_chunks", "_have", "_need", "dead")
+
+    def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024) -> None:
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        self._buf = b""
+        # while a large payload is arriving, chunks are kept in a list until enough bytes are there
+        self._chunks: list[bytes] = []
+        self._have = 0
+        self._need = 0
+        self.dead = False
+
+    def feed(self, data: bytes) -> list[tuple]:
+        if self.dead:
+            return []
+        if self._need:
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            buf = b"".join(self._chunks)
+            self._chunks.clear()
+            self._have = self._need = 0
+        elif self._buf:
+            buf = self._buf + data
+        else:
+            buf = data
+        events: list[tuple] = []
+        append = events.append
+        n = len(buf)
+        pos = 0
+        mcl = self.max_control_line
+        find = buf.find
+        while pos < n:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                if n - pos > mcl + 8:
+                    return self._fail(events, ERR_MAX_CONTROL_LINE)
+                break
+            end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+            line = buf[pos:end]
+            sp = line.find(b" ")
+            tab = line.find(b"\t")
+            if sp < 0 or (0 <= tab < sp):
+                sp = tab
+            if sp < 0:
+                word = line
+                arg = b""
+            else:
+                word = line[:sp]
+                arg = line[sp + 1 :]
+            code = _OPS.get(word)
+            if code is None:
+                code = _OPS.get(word.upper())
+                if code is None:
+                    return self._fail(events, ERR_UNKNOWN_OP)
+            if len(arg) > mcl:
+                return self._fail(events, ERR_MAX_CONTROL_LINE)
+            if code == OP_PUB or code == -OP_PUB:
+                args = arg.split()
+                na = len(args)
+                if code == OP_PUB:
+                    if na == 2:
+                        reply = ""
+                        size = _size(args[1])
+                    elif na == 3:
+                        reply = args[1].decode("utf-8", "surrogateescape")
+                        size = _size(args[2])
+                    else:
+                        return self._fail(events, None)
+                    hsize = 0
+                    if size < 0:
+                        return self._fail(events, None)
+                else:
+                    if na == 3:
+                        reply = ""
+                        hsize = _size(args[1])
+                        size = _size(args[2])
+                    elif na == 4:
+                        reply = args[1].decode("utf-8", "surrogateescape")
+                        hsize = _size(args[2])
+                        size = _size(args[3])
+                    else:
+                        return self._fail(events, None)
+                    if hsize < 0 or size < 0 or hsize > size:
+                        return self._fail(events, None)
+                if size > self.max_payload:
+                    return self._fail(events, ERR_MAX_PAYLOAD)
+                start = nl + 1
+                stop = start + size
+                if stop + 2 > n:
+                    # payload not all here yet: keep from the start of this line
+                    self._keep(buf, pos, stop + 2 - pos)
+                    return events
+                if buf[stop] != 13 or buf[stop + 1] != 10:
+                    return self._fail(events, ERR_UNKNOWN_OP)
+                subject = args[0].decode("utf-8", "surrogateescape")
+                if code == OP_PUB:
+                    append((OP_PUB, subject, reply, None, buf[start:stop]))
+                else:
+                    append((OP_PUB, subject, reply, buf[start : start + hsize], buf[start + hsize : stop]))
+                pos = stop + 2
+                continue
+            pos = nl + 1
+            if code == OP_PING:
+                append(_PING_EV)
+            elif code == OP_PONG:
+                append(_PONG_EV)
+            elif code == OP_SUB:
+                args = arg.split()
+                if len(args) == 2:
+                    append((OP_SUB, args[0].decode("utf-8", "surrogateescape"), None, args[1].decode()))
+                elif len(args) == 3:
+                    append(
+                        (
+                            OP_SUB,
+                            args[0].decode("utf-8", "surrogateescape"),
+                            args[1].decode("utf-8", "surrogateescape"),
+                            args[2].decode("utf-8", "surrogateescape"),
+                        )
+                    )
+                else:
+                    return self._fail(events, None)
+            elif code == OP_UNSUB:
+                args = arg.split()
+                if len(args) == 1:
+                    append((OP_UNSUB, args[0].decode("utf-8", "surrogateescape"), 0))
+                elif len(args) == 2:
+                    mx = _size(args[1])
+                    if mx < 0:
+                        return self._fail(events, None)
+                    append((OP_UNSUB, args[0].decode("utf-8", "surrogateescape"), mx))
+                else:
+                    return self._fail(events, None)
+            elif code == OP_CONNECT:
+                try:
+                    opts = json.loads(arg)
+                except ValueError:
+                    return self._fail(events, None)
+                if not isinstance(opts, dict):
+                    return self._fail(events, None)
+                append((OP_CONNECT, opts))
+            elif code == OP_INFO:
+                append((OP_INFO, bytes(arg)))
+            elif code == OP_OK:
+                append(_OK_EV)
+            else:  # -ERR
+                append((OP_ERR, arg.decode("utf-8", "replace").strip().strip("'")))
+        self._buf = buf[pos:] if pos < n else b""
+        return events
+
+    def _keep(self, buf: bytes, pos: int, need: int) -> None:
+        rest = buf[pos:]
+        if len(rest) >= 65536:
+            # large payload in flight: collect chunks instead of re-concatenating on every read
+            self._chunks = [rest]
+            self._have = len(rest)
+            self._need = need
+            self._buf = b""
+        else:
+            self._buf = rest
+
+    def _fail(self, events: list[tuple], text: str | None) -> list[tuple]:
+        self.dead = True
+        self._buf = b""
+        self._chunks.clear()
+        events.append((OP_ERROR, text))
+        return events
+
+
+# ---------------------------------------------------------------------------------------------
+# encoder: server -> client
+
+
+def info_line(info: dict) -> bytes:
+    # nats-server writes "INFO <json> \r\n" (single spaces around the JSON)
+    return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
+
+
+def err_line(text: str) -> bytes:
+    return b"-ERR '" + text.encode() + b"'\r\n"
+
+
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+OK = b"+OK\r\n"
+
+
+def msg_head(subject: bytes, sid: bytes, reply: bytes, size: int) -> bytes:
+    if reply:
+        return b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
+    return b"MSG %s %s %d\r\n" % (subject, sid, size)
+
+
+def hmsg_head(subject: bytes, sid: bytes, reply: bytes, hsize: int, size: int) -> bytes:
+    if reply:
+        return b"HMSG %s %s %s %d %d\r\n" % (subject, sid, reply, hsize, hsize + size)
+    return b"HMSG %s %s %d %d\r\n" % (subject, sid, hsize, hsize + size)
+
+
+# ---------------------------------------------------------------------------------------------
+# subjects
+
+
+def is_valid_subject(subject: str, check_runes: bool = False) -> bool:
+    """A subscription subject: non-empty tokens, `>` only last, wildcards only as whole tokens."""
+    if not subject or " " in subject or "\t" in subject or "\r" in subject or "\n" in subject:
+        return False
+    tokens = subject.split(".")
+    last = len(tokens) - 1
+    for i, t in enumerate(tokens):
+        if not t:
+            return False
+        if len(t) > 1 and (">" in t or "*" in t):
+            # nats-server allows '*' or '>' inside a longer token as a literal character
+            continue
+        if t == ">" and i != last:
+            return False
+    return True
+
+
+def is_valid_literal_subject(subject: str) -> bool:
+    if not is_valid_subject(subject):
+        return False
+    for t in subject.split("."):
+        if t == "*" or t == ">":
+            return False
+    return True

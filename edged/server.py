@@ -1,0 +1,385 @@
+"""The server: listeners, accounts, signals, lame duck, reload. Owns no protocol rules itself."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import signal
+import socket
+import ssl
+import sys
+import time
+from typing import Any
+
+import nkeys
+
+from edged import SERVER_VERSION, __version__
+from edged import log as logmod
+from edged.accounts import GLOBAL_ACCOUNT, Account
+from edged.client import ClientConnection
+from edged.log import log
+from edged.options import Options, Permissions
+
+
+def _server_id() -> str:
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_SERVER)
+    return nkeys.from_seed(bytearray(seed)).public_key.decode()
+
+
+class Server:
+    def __init__(self, opts: Options) -> None:
+        from edged.auth import Authenticator
+
+        self.opts = opts
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.server_id = _server_id()
+        self.server_name = opts.server_name or self.server_id
+        self.start_time = time.time()
+        self._cid = 0
+        self.clients: dict[int, ClientConnection] = {}
+        self.closed_clients: list[dict[str, Any]] = []  # ring for /connz?state=closed
+        self.accounts: dict[str, Account] = {}
+        self.authenticator = Authenticator(opts)
+        self.auth_required = self.authenticator.auth_required
+        self.nonce_required = self.authenticator.nonce_required
+        self.system_account_name = self.authenticator.system_account
+        self.tls_context: ssl.SSLContext | None = None
+        self.tls_required = opts.tls is not None
+        self.slow_consumers = 0
+        self.auth_errors = 0
+        self.total_connections = 0
+        self.lame_duck = False
+        self.shutting_down = False
+        self._flushq: list[Any] = []
+        self._flush_scheduled = False
+        self._listeners: list[asyncio.base_events.Server] = []
+        self._stopped: asyncio.Event | None = None
+        self.client_port = 0
+        self.monitor: Any = None
+        self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, MQTT, leafnodes...
+        self.reloads = 0
+        self.config_load_time = time.time()
+        self._build_accounts()
+
+    # ------------------------------------------------------------------ accounts and auth
+
+    def _build_accounts(self) -> None:
+        for name, cfg in self.authenticator.account_configs().items():
+            if name in self.accounts:
+                self.accounts[name].config = cfg
+            else:
+                self.accounts[name] = Account(name, cfg, cache=not self.opts.disable_sublist_cache)
+        if GLOBAL_ACCOUNT not in self.accounts:
+            self.accounts[GLOBAL_ACCOUNT] = Account(GLOBAL_ACCOUNT, cache=not self.opts.disable_sublist_cache)
+        sysname = self.system_account_name
+        if sysname and sysname not in self.accounts:
+            self.accounts[sysname] = Account(sysname, cache=not self.opts.disable_sublist_cache)
+
+    @property
+    def system_account(self) -> Account | None:
+        return self.accounts.get(self.system_account_name) if self.system_account_name else None
+
+    def authenticate(self, conn: ClientConnection, connect: dict) -> Any:
+        cert = None
+        t = conn.transport
+        if t is not None:
+            sslobj = t.get_extra_info("ssl_object")
+            if sslobj is not None:
+                cert = sslobj.getpeercert(binary_form=True)
+        conn_type = "WEBSOCKET" if conn.websocket else "STANDARD"
+        return self.authenticator.authenticate(connect, conn.nonce, client_cert=cert, conn_type=conn_type)
+
+    def account_for(self, res: Any) -> Account | None:
+        name = res.account or GLOBAL_ACCOUNT
+        acc = self.accounts.get(name)
+        if acc is None:
+            acc = self.accounts[name] = Account(name, cache=not self.opts.disable_sublist_cache)
+            log.debug("Registered account %s", name)
+        if getattr(res, "account_claims", None):
+            acc.claims = res.account_claims
+        return acc
+
+    def lookup_account(self, name: str) -> Account:
+        acc = self.accounts.get(name)
+        if acc is None:
+            acc = self.accounts[name] = Account(name, cache=not self.opts.disable_sublist_cache)
+        return acc
+
+    def permission_checker(self, perms: Permissions | None) -> Any:
+        if perms is None:
+            return None
+        from edged.permissions import PermissionChecker
+
+        return PermissionChecker(perms)
+
+    def make_nonce(self) -> str:
+        return base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=").decode()
+
+    # ------------------------------------------------------------------ client bookkeeping
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def accepting_clients_limit_reached(self, conn: ClientConnection) -> bool:
+        return len(self.clients) >= self.opts.max_connections
+
+    def register_client(self, conn: Any) -> None:
+        self.clients[conn.cid] = conn
+        self.total_connections += 1
+
+    def unregister_client(self, conn: Any) -> None:
+        if self.clients.pop(conn.cid, None) is not None:
+            info = conn.info()
+            info["stop"] = time.time()
+            info["reason"] = conn.close_reason
+            self.closed_clients.append(info)
+            if len(self.closed_clients) > 10000:
+                del self.closed_clients[:1000]
+            log.debug("%s:%d - cid:%d - %s connection closed: %s", conn.host, conn.port, conn.cid, conn.kind,
+                      conn.close_reason)
+
+    def flush_soon(self, conn: Any) -> None:
+        """Coalesce writes: every connection that got output this loop turn is flushed once."""
+        self._flushq.append(conn)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush_all)
+
+    def _flush_all(self) -> None:
+        q = self._flushq
+        self._flushq = []
+        self._flush_scheduled = False
+        for conn in q:
+            conn.flush()
+
+    def client_info(self, conn: ClientConnection | None = None) -> dict[str, Any]:
+        o = self.opts
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": SERVER_VERSION,
+            "proto": 1,
+            "go": f"python{sys.version_info[0]}.{sys.version_info[1]}",
+            "host": o.host,
+            "port": self.client_port or o.port,
+            "headers": not o.no_header_support,
+            "max_payload": o.max_payload,
+        }
+        if conn is not None:
+            info["client_id"] = conn.cid
+            info["client_ip"] = conn.host
+        if self.auth_required:
+            info["auth_required"] = True
+        if self.tls_required:
+            info["tls_required"] = True
+            if o.tls is not None and o.tls.verify:
+                info["tls_verify"] = True
+        if conn is not None and conn.nonce:
+            info["nonce"] = conn.nonce
+        js = self.opts.jetstream
+        if js.enabled:
+            info["jetstream"] = True
+            if js.domain:
+                info["domain"] = js.domain
+        if self.lame_duck:
+            info["ldm"] = True
+        return info
+
+    def tls_info_of(self, transport: Any) -> dict[str, Any] | None:
+        sslobj = transport.get_extra_info("ssl_object")
+        if sslobj is None:
+            return None
+        return {"version": sslobj.version(), "cipher": (sslobj.cipher() or ("",))[0]}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        o = self.opts
+        log.info("Starting edged %s (nats-server %s compatible)", __version__, SERVER_VERSION)
+        log.info("  Version:  %s", __version__)
+        log.info("  Name:     %s", self.server_name)
+        log.info("  ID:       %s", self.server_id)
+        for w in o.warnings:
+            log.warning("%s: %s (%s)", w.where, w.message, w.key)
+        if o.config_file:
+            log.info("Using configuration file: %s", o.config_file)
+        if o.pid_file:
+            with open(o.pid_file, "w") as f:
+                f.write(str(os.getpid()))
+        if o.tls is not None:
+            from edged.tlsconf import server_ssl_context
+
+            self.tls_context = server_ssl_context(o.tls)
+        for svc in self.services:
+            await svc.start()
+        if o.http_port:
+            from edged.monitor import MonitorServer
+
+            self.monitor = MonitorServer(self)
+            await self.monitor.start()
+        await self._start_client_listener()
+        log.info("Server is ready")
+
+    async def _start_client_listener(self) -> None:
+        o = self.opts
+        tls = o.tls
+        handshake_first = tls is not None and tls.handshake_first
+
+        def factory() -> ClientConnection:
+            return ClientConnection(self, tls_upgrade=tls is not None and not handshake_first)
+
+        host = o.host or "0.0.0.0"
+        srv = await self.loop.create_server(
+            factory,
+            host=host,
+            port=o.port if o.port != -1 else 0,
+            reuse_address=True,
+            ssl=self.tls_context if handshake_first else None,
+            ssl_handshake_timeout=tls.timeout if handshake_first and tls else None,
+            backlog=1024,
+        )
+        for s in srv.sockets:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_port = srv.sockets[0].getsockname()[1]
+        self._listeners.append(srv)
+        log.info("Listening for client connections on %s:%d", host, self.client_port)
+        if tls is not None:
+            log.info("TLS required for client connections")
+
+    async def wait_stopped(self) -> None:
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    async def shutdown(self) -> None:
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        log.info("Initiating Shutdown...")
+        for srv in self._listeners:
+            srv.close()
+        for conn in list(self.clients.values()):
+            conn.close("Server Shutdown")
+        if self.monitor is not None:
+            await self.monitor.stop()
+        for svc in reversed(self.services):
+            try:
+                await svc.stop()
+            except Exception as e:  # a failing subsystem must not block the others from stopping
+                log.error("error stopping %s: %s", type(svc).__name__, e)
+        if self.opts.pid_file:
+            try:
+                os.unlink(self.opts.pid_file)
+            except OSError:
+                pass
+        log.info("Server Exiting..")
+        assert self._stopped is not None
+        self._stopped.set()
+
+    async def lame_duck_mode(self) -> None:
+        """SIGUSR2: stop accepting, tell clients (INFO ldm), close them over the lame duck duration."""
+        if self.lame_duck or self.shutting_down:
+            return
+        self.lame_duck = True
+        o = self.opts
+        log.info("Entering lame duck mode, stop accepting new clients")
+        for srv in self._listeners:
+            srv.close()
+        info = self.client_info()
+        from edged.protocol import info_line
+
+        for conn in list(self.clients.values()):
+            if isinstance(conn, ClientConnection):
+                conn.send_raw(info_line(info))
+        await asyncio.sleep(min(o.lame_duck_grace_period, o.lame_duck_duration))
+        clients = list(self.clients.values())
+        remaining = max(0.0, o.lame_duck_duration - o.lame_duck_grace_period)
+        if clients:
+            step = remaining / len(clients) if remaining > 0 else 0
+            for conn in clients:
+                conn.close("Server Shutdown")
+                if step:
+                    await asyncio.sleep(min(step, 1.0))
+        await self.shutdown()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients."""
+        if not self.opts.config_file:
+            log.warning("Reload requested but no configuration file was given")
+            return
+        from edged.auth import Authenticator
+        from edged.config import load_options
+
+        try:
+            new = load_options(self.opts.config_file)
+        except Exception as e:
+            log.error("Failed to reload server configuration: %s", e)
+            return
+        # CLI flags given at start keep precedence, like nats-server
+        for k in ("port", "host", "http_port"):
+            setattr(new, k, getattr(self.opts, k))
+        old = self.opts
+        old.users, old.nkeys = new.users, new.nkeys
+        old.username, old.password, old.authorization = new.username, new.password, new.authorization
+        old.accounts, old.default_permissions, old.no_auth_user = new.accounts, new.default_permissions, new.no_auth_user
+        old.trusted_operators, old.trusted_keys, old.resolver_preload = (
+            new.trusted_operators,
+            new.trusted_keys,
+            new.resolver_preload,
+        )
+        old.debug, old.trace, old.logtime = new.debug, new.trace, new.logtime
+        old.max_payload, old.max_pending, old.ping_interval = new.max_payload, new.max_pending, new.ping_interval
+        logmod.setup(debug=old.debug, trace=old.trace, logtime=old.logtime, log_file=old.log_file)
+        self.authenticator = Authenticator(old)
+        self.auth_required = self.authenticator.auth_required
+        self.nonce_required = self.authenticator.nonce_required
+        self._build_accounts()
+        # re-authorise connected clients under the new rules; those no longer allowed are closed
+        for conn in list(self.clients.values()):
+            if not isinstance(conn, ClientConnection) or not conn.connected:
+                continue
+            conn_opts = getattr(conn, "connect_opts", None)
+            if conn_opts is None:
+                continue
+            try:
+                res = self.authenticate(conn, conn_opts)
+            except Exception:
+                conn._auth_violation()
+                continue
+            conn.perms = self.permission_checker(res.permissions)
+        self.reloads += 1
+        self.config_load_time = time.time()
+        log.info("Reloaded server configuration")
+
+
+async def _run(opts: Options) -> int:
+    srv = Server(opts)
+    try:
+        await srv.start()
+    except OSError as e:
+        log.critical("Error listening on port: %s", e)
+        return 1
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
+    loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(srv.shutdown()))
+    loop.add_signal_handler(signal.SIGUSR2, lambda: loop.create_task(srv.lame_duck_mode()))
+    loop.add_signal_handler(signal.SIGHUP, srv.reload)
+    loop.add_signal_handler(
+        signal.SIGUSR1, lambda: logmod.setup(opts.debug, opts.trace, opts.logtime, opts.log_file)
+    )
+    await srv.wait_stopped()
+    return 0
+
+
+def serve(opts: Options) -> int:
+    """Blocking entry point used by the CLI."""
+    logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    try:
+        import uvloop  # optional speed-up, never required
+
+        return uvloop.run(_run(opts))
+    except ImportError:
+        return asyncio.run(_run(opts))

@@ -1,0 +1,273 @@
+"""Subject interest: a token trie with `*` / `>` wildcards, queue groups and a match cache.
+
+The cache is what makes the hot path cheap: a publish to a subject seen before is one dict lookup.
+Entries that a subscription change could affect are dropped on insert/remove; the cache is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CACHE_MAX = 4096
+_EMPTY: tuple[tuple, tuple] = ((), ())
+
+
+class _Node:
+    __slots__ = ("next", "psubs", "qsubs")
+
+    def __init__(self) -> None:
+        self.next: _Level | None = None
+        self.psubs: dict[Any, None] = {}  # insertion-ordered set
+        self.qsubs: dict[str, dict[Any, None]] = {}
+
+    def empty(self) -> bool:
+        return not self.psubs and not self.qsubs and (self.next is None or self.next.empty())
+
+
+class _Level:
+    __slots__ = ("nodes", "pwc", "fwc")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, _Node] = {}
+        self.pwc: _Node | None = None
+        self.fwc: _Node | None = None
+
+    def empty(self) -> bool:
+        return not self.nodes and self.pwc is None and self.fwc is None
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """Does literal `subject` match `pattern` (which may hold wildcards)?"""
+    if pattern == subject:
+        return True
+    pt = pattern.split(".")
+    st = subject.split(".")
+    for i, p in enumerate(pt):
+        if p == ">":
+            return len(st) > i
+        if i >= len(st):
+            return False
+        if p != "*" and p != st[i]:
+            return False
+    return len(pt) == len(st)
+
+
+def subjects_overlap(a: str, b: str) -> bool:
+    """Could some literal subject match both patterns?"""
+    at = a.split(".")
+    bt = b.split(".")
+    for i in range(max(len(at), len(bt))):
+        x = at[i] if i < len(at) else None
+        y = bt[i] if i < len(bt) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != y and x != "*" and y != "*":
+            return False
+    return True
+
+
+def subject_is_subset(sub: str, of: str) -> bool:
+    """Is every subject matched by `sub` also matched by `of`?"""
+    st = sub.split(".")
+    ot = of.split(".")
+    for i, o in enumerate(ot):
+        if o == ">":
+            return len(st) > i
+        if i >= len(st):
+            return False
+        s = st[i]
+        if s == ">":
+            return False
+        if o == "*":
+            continue
+        if s != o:
+            return False
+    return len(st) == len(ot)
+
+
+class Sublist:
+    """Subscriptions are any objects with `.subject` (str) and `.queue` (str | None)."""
+
+    __slots__ = ("_root", "_cache", "count", "matches", "cache_hits", "inserts", "removes", "cache_enabled")
+
+    def __init__(self, cache: bool = True) -> None:
+        self._root = _Level()
+        self._cache: dict[str, tuple[tuple, tuple]] = {}
+        self.count = 0
+        self.matches = 0
+        self.cache_hits = 0
+        self.inserts = 0
+        self.removes = 0
+        self.cache_enabled = cache
+
+    def insert(self, sub: Any) -> None:
+        level = self._root
+        node: _Node | None = None
+        for tok in sub.subject.split("."):
+            if tok == "*":
+                if level.pwc is None:
+                    level.pwc = _Node()
+                node = level.pwc
+            elif tok == ">":
+                if level.fwc is None:
+                    level.fwc = _Node()
+                node = level.fwc
+            else:
+                node = level.nodes.get(tok)
+                if node is None:
+                    node = level.nodes[tok] = _Node()
+            if node.next is None:
+                node.next = _Level()
+            level = node.next
+        assert node is not None
+        if sub.queue:
+            g = node.qsubs.get(sub.queue)
+            if g is None:
+                g = node.qsubs[sub.queue] = {}
+            g[sub] = None
+        else:
+            node.psubs[sub] = None
+        self.count += 1
+        self.inserts += 1
+        self._invalidate(sub.subject)
+
+    def remove(self, sub: Any) -> bool:
+        level: _Level | None = self._root
+        path: list[tuple[_Level, str, _Node]] = []
+        node: _Node | None = None
+        for tok in sub.subject.split("."):
+            if level is None:
+                return False
+            if tok == "*":
+                node = level.pwc
+            elif tok == ">":
+                node = level.fwc
+            else:
+                node = level.nodes.get(tok)
+            if node is None:
+                return False
+            path.append((level, tok, node))
+            level = node.next
+        if node is None:
+            return False
+        if sub.queue:
+            g = node.qsubs.get(sub.queue)
+            if g is None or sub not in g:
+                return False
+            del g[sub]
+            if not g:
+                del node.qsubs[sub.queue]
+        else:
+            if sub not in node.psubs:
+                return False
+            del node.psubs[sub]
+        # prune empty nodes bottom-up
+        for lvl, tok, nd in reversed(path):
+            if not nd.empty():
+                break
+            if tok == "*":
+                lvl.pwc = None
+            elif tok == ">":
+                lvl.fwc = None
+            else:
+                del lvl.nodes[tok]
+        self.count -= 1
+        self.removes += 1
+        self._invalidate(sub.subject)
+        return True
+
+    def _invalidate(self, pattern: str) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if "*" not in pattern and ">" not in pattern:
+            cache.pop(pattern, None)
+            return
+        for key in [k for k in cache if subject_matches(pattern, k)]:
+            del cache[key]
+
+    def match(self, subject: str) -> tuple[tuple, tuple]:
+        """Return (plain subs, queue groups) for a literal subject; each group is a tuple of subs."""
+        self.matches += 1
+        r = self._cache.get(subject)
+        if r is not None:
+            self.cache_hits += 1
+            return r
+        psubs: list = []
+        qgroups: dict[str, list] = {}
+        _match_level(self._root, subject.split("."), 0, psubs, qgroups)
+        if psubs or qgroups:
+            r = (tuple(psubs), tuple(tuple(g) for g in qgroups.values()))
+        else:
+            r = _EMPTY
+        if self.cache_enabled:
+            cache = self._cache
+            if len(cache) >= CACHE_MAX:
+                # drop an arbitrary quarter: cheap and keeps hot entries likely enough
+                for k in list(cache)[: CACHE_MAX // 4]:
+                    del cache[k]
+            cache[subject] = r
+        return r
+
+    def has_interest(self, subject: str) -> bool:
+        r = self.match(subject)
+        return bool(r[0] or r[1])
+
+    def all_subs(self) -> list[Any]:
+        out: list[Any] = []
+        _collect(self._root, out)
+        return out
+
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+
+def _add_node(node: _Node, psubs: list, qgroups: dict[str, list]) -> None:
+    if node.psubs:
+        psubs.extend(node.psubs)
+    if node.qsubs:
+        for q, g in node.qsubs.items():
+            lst = qgroups.get(q)
+            if lst is None:
+                qgroups[q] = list(g)
+            else:
+                lst.extend(g)
+
+
+def _match_level(level: _Level, toks: list[str], i: int, psubs: list, qgroups: dict[str, list]) -> None:
+    last = len(toks) - 1
+    while True:
+        if level.fwc is not None:
+            _add_node(level.fwc, psubs, qgroups)
+        pwc = level.pwc
+        if pwc is not None:
+            if i == last:
+                _add_node(pwc, psubs, qgroups)
+            elif pwc.next is not None:
+                _match_level(pwc.next, toks, i + 1, psubs, qgroups)
+        node = level.nodes.get(toks[i])
+        if node is None:
+            return
+        if i == last:
+            _add_node(node, psubs, qgroups)
+            return
+        if node.next is None:
+            return
+        level = node.next
+        i += 1
+
+
+def _collect(level: _Level, out: list[Any]) -> None:
+    nodes = list(level.nodes.values())
+    if level.pwc is not None:
+        nodes.append(level.pwc)
+    if level.fwc is not None:
+        nodes.append(level.fwc)
+    for n in nodes:
+        out.extend(n.psubs)
+        for g in n.qsubs.values():
+            out.extend(g)
+        if n.next is not None:
+            _collect(n.next, out)

@@ -1,0 +1,169 @@
+"""The NATS client-protocol codec: unit and property tests, no sockets."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edged import protocol as P
+
+
+def feed_all(data: bytes, chunks: list[int] | None = None, **kw) -> list[tuple]:
+    p = P.ClientParser(**kw)
+    if not chunks:
+        return p.feed(data)
+    out: list[tuple] = []
+    pos = 0
+    for n in chunks:
+        out += p.feed(data[pos : pos + n])
+        pos += n
+    out += p.feed(data[pos:])
+    return out
+
+
+def test_basic_ops():
+    evs = feed_all(
+        b'CONNECT {"verbose":false,"headers":true}\r\nPING\r\nPONG\r\nSUB foo 1\r\nSUB foo q 2\r\n'
+        b"UNSUB 1\r\nUNSUB 2 5\r\nPUB foo 5\r\nhello\r\nPUB foo bar 0\r\n\r\n"
+        b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    )
+    assert evs == [
+        (P.OP_CONNECT, {"verbose": False, "headers": True}),
+        (P.OP_PING,),
+        (P.OP_PONG,),
+        (P.OP_SUB, "foo", None, "1"),
+        (P.OP_SUB, "foo", "q", "2"),
+        (P.OP_UNSUB, "1", 0),
+        (P.OP_UNSUB, "2", 5),
+        (P.OP_PUB, "foo", "", None, b"hello"),
+        (P.OP_PUB, "foo", "bar", None, b""),
+        (P.OP_PUB, "foo", "", b"NATS/1.0\r\n\r\n", b"hi"),
+    ]
+
+
+def test_case_insensitive_and_tabs_and_bare_newline():
+    evs = feed_all(b"pub\tfoo  3\r\nabc\r\nping\nSuB x 9\r\n")
+    assert evs == [(P.OP_PUB, "foo", "", None, b"abc"), (P.OP_PING,), (P.OP_SUB, "x", None, "9")]
+
+
+def test_unknown_op_is_an_error():
+    assert feed_all(b"FOO bar\r\n") == [(P.OP_ERROR, P.ERR_UNKNOWN_OP)]
+    assert feed_all(b"PING\r\nXX\r\nPING\r\n") == [(P.OP_PING,), (P.OP_ERROR, P.ERR_UNKNOWN_OP)]
+
+
+def test_payload_not_followed_by_crlf():
+    assert feed_all(b"PUB foo 3\r\nabcd\r\n") == [(P.OP_ERROR, P.ERR_UNKNOWN_OP)]
+
+
+def test_max_payload():
+    assert feed_all(b"PUB foo 11\r\n", max_payload=10) == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
+    assert feed_all(b"HPUB foo 2 11\r\n", max_payload=10) == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
+
+
+def test_max_control_line():
+    line = b"SUB " + b"a" * 5000 + b" 1\r\n"
+    assert feed_all(line) == [(P.OP_ERROR, P.ERR_MAX_CONTROL_LINE)]
+    # split across reads with no newline yet
+    p = P.ClientParser(max_control_line=100)
+    assert p.feed(b"SUB " + b"a" * 200) == [(P.OP_ERROR, P.ERR_MAX_CONTROL_LINE)]
+
+
+def test_bad_args_close_silently():
+    for bad in (b"PUB foo\r\n", b"PUB foo x\r\n", b"PUB a b c d\r\n", b"SUB foo\r\n", b"UNSUB\r\n",
+                b"UNSUB 1 x\r\n", b"HPUB foo 5 2\r\n", b"CONNECT {bad\r\n", b"CONNECT [1]\r\n"):
+        assert feed_all(bad) == [(P.OP_ERROR, None)], bad
+
+
+def test_dead_after_error():
+    p = P.ClientParser()
+    p.feed(b"BOGUS\r\n")
+    assert p.feed(b"PING\r\n") == []
+
+
+def test_large_payload_in_many_chunks():
+    payload = bytes(range(256)) * 1024  # 256 KiB
+    data = b"PUB big 262144\r\n" + payload + b"\r\nPING\r\n"
+    evs = feed_all(data, chunks=[7] + [4096] * 70)
+    assert evs == [(P.OP_PUB, "big", "", None, payload), (P.OP_PING,)]
+
+
+def test_encoders():
+    assert P.err_line("Stale Connection") == b"-ERR 'Stale Connection'\r\n"
+    line = P.info_line({"server_id": "X", "max_payload": 5})
+    assert line.startswith(b"INFO {") and line.endswith(b"} \r\n")
+    assert json.loads(line[5:-3]) == {"server_id": "X", "max_payload": 5}
+    assert P.msg_head(b"a", b"1", b"", 3) == b"MSG a 1 3\r\n"
+    assert P.hmsg_head(b"a", b"1", b"r", 4, 3) == b"HMSG a 1 r 4 7\r\n"
+
+
+def test_subject_validation():
+    assert P.is_valid_subject("foo.*.>")
+    assert not P.is_valid_subject("foo..bar")
+    assert not P.is_valid_subject("foo.>.bar")
+    assert not P.is_valid_subject("")
+    assert not P.is_valid_subject(".foo")
+    assert P.is_valid_literal_subject("foo.bar")
+    assert not P.is_valid_literal_subject("foo.*")
+
+
+msgs = st.lists(
+    st.one_of(
+        st.tuples(st.just("PUB"), st.from_regex(r"[a-z]{1,5}(\.[a-z]{1,5}){0,3}", fullmatch=True),
+                  st.binary(max_size=300)),
+        st.tuples(st.just("SUB"), st.from_regex(r"[a-z]{1,5}(\.[a-z*]{1,5}){0,3}", fullmatch=True),
+                  st.integers(1, 999)),
+        st.just(("PING",)),
+    ),
+    max_size=20,
+)
+
+
+def encode(items) -> bytes:
+    out = b""
+    for it in items:
+        if it[0] == "PUB":
+            out += b"PUB %s %d\r\n%s\r\n" % (it[1].encode(), len(it[2]), it[2])
+        elif it[0] == "SUB":
+            out += b"SUB %s %d\r\n" % (it[1].encode(), it[2])
+        else:
+            out += b"PING\r\n"
+    return out
+
+
+def expect(items) -> list[tuple]:
+    out = []
+    for it in items:
+        if it[0] == "PUB":
+            out.append((P.OP_PUB, it[1], "", None, it[2]))
+        elif it[0] == "SUB":
+            out.append((P.OP_SUB, it[1], None, str(it[2])))
+        else:
+            out.append((P.OP_PING,))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgs, st.lists(st.integers(1, 64), max_size=40))
+def test_any_split_gives_same_events(items, chunks):
+    data = encode(items)
+    assert feed_all(data, chunks) == expect(items)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=2000), st.lists(st.integers(1, 300), max_size=10))
+def test_random_bytes_never_raise(data, chunks):
+    evs = feed_all(data, chunks, max_control_line=256, max_payload=512)
+    for ev in evs[:-1]:
+        assert ev[0] != P.OP_ERROR
+    assert all(isinstance(ev, tuple) and ev for ev in evs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(msgs, st.data())
+def test_truncated_input_yields_prefix(items, data):
+    enc = encode(items)
+    cut = data.draw(st.integers(0, len(enc)))
+    evs = feed_all(enc[:cut])
+    assert evs == expect(items)[: len(evs)]

@@ -1,0 +1,124 @@
+"""Sublist against a naive matcher, with hypothesis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edged.sublist import Sublist, subject_is_subset, subject_matches, subjects_overlap
+
+
+@dataclass(eq=False)
+class S:
+    subject: str
+    queue: str | None = None
+    n: int = field(default=0)
+
+
+def naive_match(pattern: str, subject: str) -> bool:
+    pt, stoks = pattern.split("."), subject.split(".")
+    for i, p in enumerate(pt):
+        if p == ">":
+            return i < len(stoks)
+        if i >= len(stoks):
+            return False
+        if p not in ("*", stoks[i]):
+            return False
+    return len(pt) == len(stoks)
+
+
+TOKENS = st.sampled_from(["a", "b", "c", "foo", "bar"])
+PAT_TOKENS = st.sampled_from(["a", "b", "c", "foo", "bar", "*"])
+
+
+@st.composite
+def patterns(draw):
+    toks = draw(st.lists(PAT_TOKENS, min_size=1, max_size=4))
+    if draw(st.booleans()) and len(toks) < 4:
+        toks.append(">")
+    return ".".join(toks)
+
+
+subjects = st.lists(TOKENS, min_size=1, max_size=5).map(".".join)
+
+
+def test_literal_and_wildcards():
+    sl = Sublist()
+    a, b, c, d = S("foo.bar"), S("foo.*"), S("foo.>"), S(">")
+    for s in (a, b, c, d):
+        sl.insert(s)
+    p, q = sl.match("foo.bar")
+    assert set(p) == {a, b, c, d} and q == ()
+    p, _ = sl.match("foo.bar.baz")
+    assert set(p) == {c, d}
+    p, _ = sl.match("foo")
+    assert set(p) == {d}
+    assert sl.remove(c)
+    p, _ = sl.match("foo.bar.baz")
+    assert set(p) == {d}
+    assert not sl.remove(c)
+
+
+def test_queue_groups_merge_across_nodes():
+    sl = Sublist()
+    q1, q2, q3 = S("foo.bar", "g"), S("foo.*", "g"), S("foo.*", "h")
+    for s in (q1, q2, q3):
+        sl.insert(s)
+    _, q = sl.match("foo.bar")
+    groups = sorted((set(g) for g in q), key=len)
+    assert groups == [{q3}, {q1, q2}]
+
+
+def test_cache_invalidated_on_insert_and_remove():
+    sl = Sublist()
+    assert sl.match("x.y") == ((), ())
+    s = S("x.*")
+    sl.insert(s)
+    assert sl.match("x.y")[0] == (s,)
+    sl.remove(s)
+    assert sl.match("x.y") == ((), ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(patterns(), st.sampled_from([None, "q1", "q2"])), max_size=25), st.lists(subjects, max_size=10),
+       st.data())
+def test_matches_naive(subs, subjs, data):
+    sl = Sublist()
+    objs = [S(p, q) for p, q in subs]
+    for o in objs:
+        sl.insert(o)
+    # remove a random subset, interleaved with matches so the cache is exercised
+    for subj in subjs:
+        sl.match(subj)
+    removed = data.draw(st.sets(st.integers(0, max(0, len(objs) - 1)))) if objs else set()
+    for i in removed:
+        assert sl.remove(objs[i])
+    live = [o for i, o in enumerate(objs) if i not in removed]
+    assert sl.count == len(live)
+    for subj in subjs:
+        p, q = sl.match(subj)
+        want_p = {o for o in live if o.queue is None and naive_match(o.subject, subj)}
+        want_q: dict[str, set] = {}
+        for o in live:
+            if o.queue and naive_match(o.subject, subj):
+                want_q.setdefault(o.queue, set()).add(o)
+        assert set(p) == want_p
+        assert {frozenset(g) for g in q} == {frozenset(g) for g in want_q.values()}
+        assert sum(len(g) for g in q) == sum(len(g) for g in want_q.values())
+    assert set(sl.all_subs()) == set(live)
+
+
+@given(patterns(), subjects)
+def test_subject_matches(p, s):
+    assert subject_matches(p, s) == naive_match(p, s)
+
+
+@given(patterns(), patterns(), st.lists(subjects, min_size=1, max_size=30))
+def test_overlap_and_subset_consistent(a, b, samples):
+    for s in samples:
+        if naive_match(a, s) and naive_match(b, s):
+            assert subjects_overlap(a, b)
+        if naive_match(a, s) and subject_is_subset(a, b):
+            assert naive_match(b, s)
