@@ -101,6 +101,35 @@ class ClientParser:
                     return self._fail(events, ERR_MAX_CONTROL_LINE)
                 break
             end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+            if buf.startswith(b"PUB ", pos):
+                # fast path for the most common line: no op lookup, no intermediate slices
+                if end - pos - 4 > mcl:
+                    return self._fail(events, ERR_MAX_CONTROL_LINE)
+                args = buf[pos + 4 : end].split()
+                na = len(args)
+                if na == 2:
+                    reply = ""
+                    sz = args[1]
+                elif na == 3:
+                    reply = args[1].decode("utf-8", "surrogateescape")
+                    sz = args[2]
+                else:
+                    return self._fail(events, None)
+                if not sz.isdigit() or len(sz) > 9:
+                    return self._fail(events, None)
+                size = int(sz)
+                if size > self.max_payload:
+                    return self._fail(events, ERR_MAX_PAYLOAD)
+                start = nl + 1
+                stop = start + size
+                if stop + 2 > n:
+                    self._keep(buf, pos, stop + 2 - pos)
+                    return events
+                if buf[stop] != 13 or buf[stop + 1] != 10:
+                    return self._fail(events, ERR_UNKNOWN_OP)
+                append((OP_PUB, args[0].decode("utf-8", "surrogateescape"), reply, None, buf[start:stop]))
+                pos = stop + 2
+                continue
             line = buf[pos:end]
             sp = line.find(b" ")
             tab = line.find(b"\t")

@@ -61,6 +61,18 @@ class Server:
         self.reloads = 0
         self.config_load_time = time.time()
         self._build_accounts()
+        self.jetstream: Any = None
+        self.leafnodes: Any = None
+        if opts.jetstream.enabled:
+            from edged.jetstream import JetStream
+
+            self.jetstream = JetStream(self)
+            self.services.append(self.jetstream)
+        if opts.leafnodes is not None and opts.leafnodes.remotes:
+            from edged.leafnode import LeafNodeManager
+
+            self.leafnodes = LeafNodeManager(self)
+            self.services.append(self.leafnodes)
 
     # ------------------------------------------------------------------ accounts and auth
 
@@ -148,11 +160,15 @@ class Server:
             self.loop.call_soon(self._flush_all)
 
     def _flush_all(self) -> None:
-        q = self._flushq
-        self._flushq = []
         self._flush_scheduled = False
-        for conn in q:
-            conn.flush()
+        self.flush_now()
+
+    def flush_now(self) -> None:
+        q = self._flushq
+        if q:
+            self._flushq = []
+            for conn in q:
+                conn.flush()
 
     def client_info(self, conn: ClientConnection | None = None) -> dict[str, Any]:
         o = self.opts
