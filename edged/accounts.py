@@ -147,16 +147,30 @@ class Account:
             if sub.max and sub.delivered >= sub.max:
                 conn.auto_unsubscribe(sub)
         for group in qgroups:
-            n = len(group)
-            i = int(random.random() * n) if n > 1 else 0
-            for k in range(n):
-                sub = group[(i + k) % n]
+            sub = pick_queue_member(group, origin, echo)
+            if sub is not None:
                 conn = sub.conn
-                if (conn is origin and not echo) or sub.closed:
-                    continue
                 conn.deliver(sub, subject_b, reply_b, hdr, payload)
                 delivered = True
                 if sub.max and sub.delivered >= sub.max:
                     conn.auto_unsubscribe(sub)
-                break
         return delivered
+
+
+def pick_queue_member(group: tuple, origin: Any, echo: bool) -> Subscription | None:
+    """One member of a queue group, at random; local members win over remote (leafnode) ones, as in
+    nats-server, so a group spread over edge and hub is served at the edge while it can be."""
+    n = len(group)
+    i = int(random.random() * n) if n > 1 else 0
+    remote = None
+    for k in range(n):
+        sub = group[(i + k) % n]
+        conn = sub.conn
+        if (conn is origin and not echo) or sub.closed:
+            continue
+        if conn.kind == "Leafnode":
+            if remote is None:
+                remote = sub
+            continue
+        return sub
+    return remote

@@ -1,1 +1,46 @@
-"""storage package."""
+"""Message and state stores behind one interface: SQLite/WAL (file storage) and memory.
+
+    store = SQLiteStore(store_dir, sync_interval)   # or MemoryStore()
+    await store.open()
+    st = store.create_stream("ORDERS", config_json)
+    seq, ts, committed = st.append("orders.new", b"", b"payload")
+    await committed                                  # the row is in SQLite: send the PubAck
+"""
+
+from storage.base import (
+    DEFAULT_ACCOUNT,
+    Meta,
+    Store,
+    StoreClosedError,
+    StoredMsg,
+    StoreError,
+    StoreFullError,
+    Stream,
+    StreamExistsError,
+    StreamState,
+)
+from storage.memory import MemoryStore, MemoryStream
+from storage.sqlite import SQLiteStore, SQLiteStream, parse_sync_interval
+from storage.subjects import SubjectFilter, compile_filter, is_literal, subject_matches
+
+__all__ = [
+    "DEFAULT_ACCOUNT",
+    "Meta",
+    "MemoryStore",
+    "MemoryStream",
+    "SQLiteStore",
+    "SQLiteStream",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "StoreFullError",
+    "StoredMsg",
+    "Stream",
+    "StreamExistsError",
+    "StreamState",
+    "SubjectFilter",
+    "compile_filter",
+    "is_literal",
+    "parse_sync_interval",
+    "subject_matches",
+]

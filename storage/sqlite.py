@@ -1,0 +1,800 @@
+"""File storage: every stream of a store_dir in one SQLite database in WAL mode, with group commit.
+
+Layout. One file, `<store_dir>/jetstream.sqlite3`, for all accounts and streams: one writer
+connection means one transaction (and one fsync) covers appends to every stream at once, which is
+what makes group commit pay off on an SD card; per-stream or per-account files would need one writer
+(and one fsync) each. Message rows are keyed by `rowid = stream_id << 44 | seq`, so a stream's
+messages are one contiguous range of the table b-tree: point reads are a rowid lookup and range
+purges are one `DELETE ... BETWEEN`. (Sequences must stay below 2**44; stream ids below 2**19.)
+
+Threads. One writer connection on one worker thread (a single-thread executor), not aiosqlite:
+aiosqlite hops to its thread once per statement; here the whole batch (executemany inserts,
+deletes, state rows, consumers, COMMIT) is one function call on the worker, i.e. one thread hop
+and one future per batch. Reads use a second connection on the event-loop thread, synchronously:
+WAL readers never block on the writer, and point reads by rowid take microseconds.
+
+Group commit. `append` assigns the sequence, updates in-memory state, queues the row into the open
+batch and returns that batch's future. When no commit is running the batch is handed to the worker
+on the next loop iteration; everything appended while a commit runs goes into the next one.
+Rows not yet committed are kept in an overlay (`_pend`, and `_gone` for removals) so reads see
+them. If a commit fails (SQLITE_FULL, I/O error...), the failed batch and every op queued behind it
+fail with the same `StoreError`, and all in-memory state is reloaded from the database, so no
+failed sequence ever appears in state (those sequences were never acknowledged and are reused).
+
+`sync_interval` (nats-server's setting):
+- `"always"`: `synchronous=FULL`; the WAL is fsynced at every commit before its future resolves. A
+  resolved future survives power loss.
+- a duration in seconds (default 120): `synchronous=NORMAL`; commits are written to the WAL (the OS
+  page cache) without fsync, and a timer fsyncs the WAL and runs a PASSIVE checkpoint every
+  interval. A resolved future survives a crash or `kill -9` of edged; on power loss the commits of
+  the last interval may be lost, but the database is never corrupted (SQLite's WAL guarantee).
+
+WAL growth is bounded by `wal_autocheckpoint` (PASSIVE, from the writer, every 1000 pages), a
+PASSIVE checkpoint when the writer goes idle after a burst, and `journal_size_limit`, which
+truncates the -wal file after a checkpoint. Deletes use `secure_delete=FAST`, so freed cells are
+zeroed in the pages they live on; `erase=True` is therefore the same as a plain delete here (old
+page images can linger in the WAL until the next checkpoint overwrites them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from storage.base import (
+    DEFAULT_ACCOUNT,
+    Meta,
+    Store,
+    StoreClosedError,
+    StoredMsg,
+    StoreError,
+    StoreFullError,
+    Stream,
+    StreamExistsError,
+)
+from storage.subjects import SubjectFilter, to_glob
+
+SEQ_BITS = 44
+SEQ_MASK = (1 << SEQ_BITS) - 1
+MAX_STREAM_ID = (1 << 19) - 1
+DB_NAME = "jetstream.sqlite3"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS streams(
+    id INTEGER PRIMARY KEY,
+    account TEXT NOT NULL,
+    name TEXT NOT NULL,
+    config BLOB NOT NULL,
+    created_ns INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    last_ts INTEGER NOT NULL,
+    UNIQUE(account, name)
+);
+CREATE TABLE IF NOT EXISTS msgs(
+    stream INTEGER NOT NULL,
+    subject TEXT NOT NULL,
+    hdr BLOB NOT NULL,
+    data BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    ttl INTEGER NOT NULL,
+    expires INTEGER NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS msgs_subject ON msgs(stream, subject);
+CREATE INDEX IF NOT EXISTS msgs_expires ON msgs(stream, expires) WHERE expires > 0;
+CREATE TABLE IF NOT EXISTS consumers(
+    stream INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    config BLOB NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY(stream, name)
+);
+"""
+
+_INSERT = "INSERT INTO msgs(rowid, stream, subject, hdr, data, ts, ttl, expires, size) VALUES (?,?,?,?,?,?,?,?,?)"
+_DELETE_ONE = "DELETE FROM msgs WHERE rowid = ?"
+_DELETE_RANGE = "DELETE FROM msgs WHERE rowid BETWEEN ? AND ?"
+_STREAM_INSERT = (
+    "INSERT INTO streams(id, account, name, config, created_ns, first_seq, last_seq, last_ts)"
+    " VALUES (?,?,?,?,?,?,?,?)"
+)
+_STREAM_META = "UPDATE streams SET first_seq = ?, last_seq = ?, last_ts = ? WHERE id = ?"
+_STREAM_CONFIG = "UPDATE streams SET config = ? WHERE id = ?"
+_CONSUMER_PUT = "INSERT OR REPLACE INTO consumers(stream, name, config, state) VALUES (?,?,?,?)"
+_CONSUMER_DEL = "DELETE FROM consumers WHERE stream = ? AND name = ?"
+
+_FULL = "rowid, subject, hdr, data, ts, ttl"
+_META = "rowid, subject, size, ts"
+
+IDLE_CHECKPOINT_DELAY = 1.0
+
+
+def _blen(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode())
+
+
+def _wrap(exc: BaseException) -> StoreError:
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL:
+            err: StoreError = StoreFullError(f"store full: {exc}")
+        else:
+            err = StoreError(f"store failed: {exc}")
+    else:
+        err = StoreError(f"store failed: {exc!r}")
+    err.__cause__ = exc
+    return err
+
+
+def parse_sync_interval(v: float | str) -> float | None:
+    """None means "always"; otherwise seconds between fsyncs."""
+    if isinstance(v, str):
+        if v.strip().lower() == "always":
+            return None
+        try:
+            v = float(v)
+        except ValueError:
+            raise ValueError(f"sync_interval: want seconds or 'always', got {v!r}") from None
+    if v <= 0:
+        raise ValueError("sync_interval must be > 0 seconds or 'always'")
+    return float(v)
+
+
+class _Batch:
+    """Everything queued between two commits; executed in one transaction."""
+
+    __slots__ = (
+        "fut",
+        "inserts",
+        "deletes",
+        "ranges",
+        "creates",
+        "drops",
+        "configs",
+        "consumers",
+        "touched",
+        "metas",
+    )
+
+    def __init__(self, fut: asyncio.Future[None]) -> None:
+        self.fut = fut
+        self.inserts: list[tuple[Any, ...]] = []
+        self.deletes: list[tuple[int]] = []
+        self.ranges: list[tuple[int, int]] = []
+        self.creates: list[tuple[Any, ...]] = []
+        self.drops: list[SQLiteStream] = []
+        self.configs: dict[int, bytes] = {}
+        self.consumers: dict[tuple[int, str], tuple[bytes, bytes] | None] = {}
+        self.touched: dict[int, SQLiteStream] = {}
+        self.metas: list[tuple[int, int, int, int]] = []
+
+
+class SQLiteStream(Stream):
+    """A stream of a `SQLiteStore`. `bytes` uses nats-server's fileStoreMsgSize."""
+
+    @staticmethod
+    def msg_size(subject: str, hdr: bytes, data: bytes) -> int:
+        if hdr:
+            return 34 + _blen(subject) + len(hdr) + len(data)
+        return 30 + _blen(subject) + len(data)
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        sid: int,
+        account: str,
+        name: str,
+        config: bytes,
+        created_ns: int,
+        first_seq: int,
+    ) -> None:
+        super().__init__(account, name, config, created_ns, first_seq)
+        self._store = store
+        self._sid = sid
+        self._base = sid << SEQ_BITS
+        # Uncommitted rows (seq -> insert params) and uncommitted single deletes.
+        self._pend: dict[int, tuple[Any, ...]] = {}
+        self._pend_lo = self.last_seq + 1  # every live seq >= _pend_lo is in _pend
+        self._gone: set[int] = set()
+
+    # ---- append (hot path) ---------------------------------------------------------------------
+    def append(
+        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0
+    ) -> tuple[int, int, Awaitable[None]]:
+        if self._dead:
+            raise StoreClosedError(f"stream {self.name!r} is closed or deleted")
+        seq = self.last_seq + 1
+        if seq > SEQ_MASK:
+            raise StoreError("sequence space exhausted (2**44)")
+        if not ts:
+            ts = time.time_ns()
+        size = (34 + _blen(subject) + len(hdr) + len(data)) if hdr else (30 + _blen(subject) + len(data))
+        row = (self._base + seq, self._sid, subject, hdr, data, ts, ttl, ts + ttl if ttl > 0 else 0, size)
+        b = self._store._batch()
+        b.inserts.append(row)
+        b.touched[self._sid] = self
+        self._pend[seq] = row
+        self.last_seq = seq
+        self.last_ts = ts
+        self.msgs += 1
+        self.bytes += size
+        subs = self.subjects
+        subs[subject] = subs.get(subject, 0) + 1
+        return seq, ts, b.fut
+
+    def durable(self) -> Awaitable[None]:
+        return self._store.durable()
+
+    # ---- reads ---------------------------------------------------------------------------------
+    def _get(self, seq: int) -> StoredMsg | None:
+        r = self._pend.get(seq)
+        if r is not None:
+            return StoredMsg(seq, r[2], r[3], r[4], r[5], r[6])
+        if seq >= self._pend_lo or seq in self._gone:
+            return None
+        row = self._store._rconn.execute(
+            "SELECT subject, hdr, data, ts, ttl FROM msgs WHERE rowid = ?", (self._base + seq,)
+        ).fetchone()
+        if row is None:
+            return None
+        return StoredMsg(seq, row[0], row[1], row[2], row[3], row[4])
+
+    def _row(self, r: tuple[Any, ...], full: bool) -> Any:
+        seq = r[0] & SEQ_MASK
+        if full:
+            return StoredMsg(seq, r[1], r[2], r[3], r[4], r[5])
+        return Meta(seq, r[1], r[2], r[3])
+
+    def _pend_row(self, seq: int, r: tuple[Any, ...], full: bool) -> Any:
+        if full:
+            return StoredMsg(seq, r[2], r[3], r[4], r[5], r[6])
+        return Meta(seq, r[2], r[8], r[5])
+
+    def _scan(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+        if lo > hi:
+            return
+        plo = self._pend_lo
+        if reverse:
+            if hi >= plo:
+                yield from self._scan_pend(max(lo, plo), hi, filt, True, full)
+            if lo < plo:
+                yield from self._scan_db(lo, min(hi, plo - 1), filt, True, full)
+        else:
+            if lo < plo:
+                yield from self._scan_db(lo, min(hi, plo - 1), filt, False, full)
+            if hi >= plo:
+                yield from self._scan_pend(max(lo, plo), hi, filt, False, full)
+
+    def _scan_pend(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+        pend = self._pend
+        if not pend:
+            return
+        rng = range(hi, lo - 1, -1) if reverse else range(lo, hi + 1)
+        if len(rng) > 2 * len(pend) + 16:
+            keys = sorted(k for k in pend if lo <= k <= hi)
+            rng = keys[::-1] if reverse else keys  # type: ignore[assignment]
+        for seq in rng:
+            r = pend.get(seq)
+            if r is not None and (filt.all or filt.matches(r[2])):
+                yield self._pend_row(seq, r, full)
+
+    def _scan_db(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+        if filt.all:
+            yield from self._db_chunks(lo, hi, None, (), reverse, full)
+        elif filt.literal_only and len(filt.literals) == 1:
+            yield from self._db_chunks(lo, hi, "stream = ? AND subject = ?", (self._sid, filt.literals[0]),
+                                       reverse, full)
+        elif filt.literal_only and len(filt.literals) <= 16:
+            its = [
+                self._db_chunks(lo, hi, "stream = ? AND subject = ?", (self._sid, s), reverse, full)
+                for s in filt.literals
+                if s in self.subjects
+            ]
+            yield from heapq.merge(*its, key=lambda m: m.seq, reverse=reverse)
+        else:
+            # Wildcards: scan in seq order with a C-level GLOB prefilter (unary + keeps the planner on
+            # the rowid order), then the exact NATS match in Python.
+            parts = ["+subject = ?"] * len(filt.literals) + ["+subject GLOB ?"] * len(filt.wilds)
+            args = list(filt.literals) + [to_glob(".".join(w)) for w in filt.wilds]
+            where = "(" + " OR ".join(parts) + ")"
+            for m in self._db_chunks(lo, hi, where, tuple(args), reverse, full):
+                if filt.matches(m.subject):
+                    yield m
+
+    def _db_chunks(
+        self, lo: int, hi: int, where: str | None, args: tuple[Any, ...], reverse: bool, full: bool
+    ) -> Iterator[Any]:
+        cols = _FULL if full else _META
+        order = "DESC" if reverse else "ASC"
+        cond = "rowid BETWEEN ? AND ?" + (" AND " + where if where else "")
+        sql = f"SELECT {cols} FROM msgs WHERE {cond} ORDER BY rowid {order} LIMIT ?"
+        base = self._base
+        gone = self._gone
+        conn = self._store._rconn
+        limit = 8
+        cap = 64 if full else 1024
+        while lo <= hi:
+            rows = conn.execute(sql, (base + lo, base + hi, *args, limit)).fetchall()
+            for r in rows:
+                seq = r[0] & SEQ_MASK
+                if seq not in gone:
+                    yield self._row(r, full)
+            if len(rows) < limit:
+                return
+            edge = rows[-1][0] & SEQ_MASK
+            if reverse:
+                hi = edge - 1
+            else:
+                lo = edge + 1
+            limit = min(limit * 4, cap)
+
+    # ---- removal primitives --------------------------------------------------------------------
+    def _drop_one(self, seq: int) -> None:
+        b = self._store._batch()
+        b.deletes.append((self._base + seq,))
+        b.touched[self._sid] = self
+        self._pend.pop(seq, None)
+        # Always hide it: a pending row may be committed (and leave the overlay) before this delete is.
+        self._gone.add(seq)
+
+    def _drop_range(self, lo: int, hi: int) -> None:
+        # Callers only drop ranges starting at first_seq and move first_seq past them, which is
+        # what hides the committed rows from reads; pending ones are dropped here.
+        b = self._store._batch()
+        b.ranges.append((self._base + lo, self._base + hi))
+        b.touched[self._sid] = self
+        pend = self._pend
+        if pend:
+            if hi - lo + 1 > len(pend):
+                for k in [k for k in pend if lo <= k <= hi]:
+                    del pend[k]
+            else:
+                for k in range(max(lo, self._pend_lo), hi + 1):
+                    pend.pop(k, None)
+
+    def _persist_meta(self) -> None:
+        b = self._store._batch()
+        b.touched[self._sid] = self
+
+    def _expired_metas(self, now_ns: int) -> list[Meta]:
+        out: list[Meta] = []
+        plo = self._pend_lo
+        rows = self._store._rconn.execute(
+            "SELECT rowid, subject, size, ts FROM msgs WHERE stream = ? AND expires > 0 AND expires <= ?"
+            " AND rowid BETWEEN ? AND ?",
+            (self._sid, now_ns, self._base + self.first_seq, self._base + min(self.last_seq, plo - 1)),
+        ).fetchall()
+        gone = self._gone
+        for r in rows:
+            seq = r[0] & SEQ_MASK
+            if seq not in gone:
+                out.append(Meta(seq, r[1], r[2], r[3]))
+        for seq, r in self._pend.items():
+            if 0 < r[7] <= now_ns:
+                out.append(Meta(seq, r[2], r[8], r[5]))
+        return out
+
+    def next_expiry(self) -> int:
+        best = 0
+        plo = self._pend_lo
+        if self.first_seq < plo:
+            rows = self._store._rconn.execute(
+                "SELECT rowid, expires FROM msgs WHERE stream = ? AND expires > 0 AND rowid BETWEEN ? AND ?"
+                " ORDER BY expires LIMIT 64",
+                (self._sid, self._base + self.first_seq, self._base + plo - 1),
+            ).fetchall()
+            for r in rows:
+                if (r[0] & SEQ_MASK) not in self._gone:
+                    best = r[1]
+                    break
+        for r in self._pend.values():
+            if r[7] > 0 and (best == 0 or r[7] < best):
+                best = r[7]
+        return best
+
+    def _put_consumer(self, name: str, config: bytes, state: bytes) -> None:
+        b = self._store._batch()
+        b.consumers[(self._sid, name)] = (config, state)
+
+    def _del_consumer(self, name: str) -> None:
+        b = self._store._batch()
+        b.consumers[(self._sid, name)] = None
+
+    def _put_config(self, config: bytes) -> None:
+        b = self._store._batch()
+        b.configs[self._sid] = config
+
+    # ---- recovery ------------------------------------------------------------------------------
+    def _load_state(self, first_seq: int, last_seq: int, last_ts: int) -> None:
+        """(Re)build in-memory state from committed rows only."""
+        conn = self._store._rconn
+        lo, hi = self._base, self._base + SEQ_MASK
+        n, nbytes, mn, mx = conn.execute(
+            "SELECT count(*), coalesce(sum(size), 0), min(rowid), max(rowid) FROM msgs"
+            " WHERE rowid BETWEEN ? AND ?",
+            (lo, hi),
+        ).fetchone()
+        self.msgs = n
+        self.bytes = nbytes
+        self.last_seq = max(last_seq, (mx & SEQ_MASK) if mx is not None else 0)
+        self.last_ts = last_ts
+        self.first_seq = (mn & SEQ_MASK) if n else max(first_seq, self.last_seq + 1)
+        self.subjects = dict(
+            conn.execute(
+                "SELECT subject, count(*) FROM msgs WHERE stream = ? GROUP BY subject", (self._sid,)
+            ).fetchall()
+        )
+        self.consumers = {
+            name: (cfg, st)
+            for name, cfg, st in conn.execute(
+                "SELECT name, config, state FROM consumers WHERE stream = ?", (self._sid,)
+            ).fetchall()
+        }
+        self._pend = {}
+        self._gone = set()
+        self._pend_lo = self.last_seq + 1
+
+
+class SQLiteStore(Store):
+    """All file-storage streams of one store_dir. Open with `await store.open()` on the event loop
+    that will use it; every method except open/close/flush is synchronous and loop-thread only."""
+
+    def __init__(
+        self,
+        store_dir: str,
+        sync_interval: float | str = 120.0,
+        *,
+        max_page_count: int | None = None,
+        wal_autocheckpoint: int = 1000,
+        journal_size_limit: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.store_dir = store_dir
+        self.path = os.path.join(store_dir, DB_NAME)
+        self.sync_interval = parse_sync_interval(sync_interval)
+        self._max_page_count = max_page_count
+        self._autockpt = wal_autocheckpoint
+        self._jsl = journal_size_limit
+        self._streams: dict[tuple[str, str], SQLiteStream] = {}
+        self._by_id: dict[int, SQLiteStream] = {}
+        self._next_id = 1
+        self._open: _Batch | None = None
+        self._inflight: _Batch | None = None
+        self._kicked = False
+        self._closed = True
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exec: ThreadPoolExecutor | None = None
+        self._wconn: sqlite3.Connection | None = None
+        self._rconn: sqlite3.Connection = None  # type: ignore[assignment]
+        self._sync_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._dirty = False  # commits since the last fsync/checkpoint
+        self.commits = 0  # number of committed batches (observability, benchmarks)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    async def open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        os.makedirs(self.store_dir, exist_ok=True)
+        self._exec = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edged-sqlite")
+        try:
+            await self._loop.run_in_executor(self._exec, self._open_writer)
+        except BaseException as e:
+            self._exec.shutdown(wait=False)
+            raise _wrap(e) from e
+        self._rconn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._rconn.execute("PRAGMA query_only = 1")
+        self._closed = False
+        self._load_streams()
+        if self.sync_interval is not None:
+            self._sync_timer = self._loop.call_later(self.sync_interval, self._sync_tick)
+
+    def _open_writer(self) -> None:
+        c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute("PRAGMA synchronous = " + ("FULL" if self.sync_interval is None else "NORMAL"))
+        c.execute(f"PRAGMA wal_autocheckpoint = {int(self._autockpt)}")
+        c.execute(f"PRAGMA journal_size_limit = {int(self._jsl)}")
+        c.execute("PRAGMA secure_delete = FAST")
+        c.execute("PRAGMA busy_timeout = 5000")
+        if self._max_page_count is not None:
+            c.execute(f"PRAGMA max_page_count = {int(self._max_page_count)}")
+        c.executescript(_SCHEMA)
+        c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        ver = c.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+        if int(ver) != SCHEMA_VERSION:
+            c.close()
+            raise StoreError(f"{self.path}: schema version {ver} not supported")
+        self._wconn = c
+
+    def _load_streams(self) -> None:
+        rows = self._rconn.execute(
+            "SELECT id, account, name, config, created_ns, first_seq, last_seq, last_ts FROM streams"
+        ).fetchall()
+        for sid, account, name, config, created_ns, first_seq, last_seq, last_ts in rows:
+            st = SQLiteStream(self, sid, account, name, config, created_ns, first_seq)
+            st._load_state(first_seq, last_seq, last_ts)
+            self._streams[(account, name)] = st
+            self._by_id[sid] = st
+            self._next_id = max(self._next_id, sid + 1)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        with contextlib.suppress(StoreError):
+            await self.flush()
+        self._closed = True
+        for t in (self._sync_timer, self._idle_timer):
+            if t is not None:
+                t.cancel()
+        assert self._loop is not None and self._exec is not None
+        await self._loop.run_in_executor(self._exec, self._close_writer)
+        self._exec.shutdown(wait=True)
+        self._rconn.close()
+        for st in self._by_id.values():
+            st._dead = True
+        self._streams.clear()
+        self._by_id.clear()
+
+    def _close_writer(self) -> None:
+        c = self._wconn
+        if c is None:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        c.close()
+        self._wconn = None
+
+    # ---- streams -------------------------------------------------------------------------------
+    def create_stream(
+        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 1
+    ) -> SQLiteStream:
+        """Create a stream (durable once `durable()` resolves)."""
+        self._check()
+        key = (account, name)
+        if key in self._streams:
+            raise StreamExistsError(f"stream {name!r} exists")
+        if not 1 <= first_seq <= SEQ_MASK:
+            raise ValueError(f"first_seq must be in [1, 2**{SEQ_BITS}]")
+        sid = self._next_id
+        if sid > MAX_STREAM_ID:
+            raise StoreError("too many streams created in this store")
+        self._next_id += 1
+        now = time.time_ns()
+        st = SQLiteStream(self, sid, account, name, config, now, first_seq)
+        b = self._batch()
+        b.creates.append((sid, account, name, config, now, first_seq, first_seq - 1, 0))
+        self._streams[key] = st
+        self._by_id[sid] = st
+        return st
+
+    def delete_stream(self, name: str, *, account: str = DEFAULT_ACCOUNT) -> bool:
+        """Delete a stream with its messages and consumers."""
+        self._check()
+        st = self._streams.pop((account, name), None)
+        if st is None:
+            return False
+        del self._by_id[st._sid]
+        st._dead = True
+        b = self._batch()
+        # Created in this very batch: never insert it (its name may be re-created right away).
+        b.creates = [c for c in b.creates if c[0] != st._sid]
+        b.drops.append(st)
+        b.touched.pop(st._sid, None)
+        return True
+
+    def get_stream(self, name: str, *, account: str = DEFAULT_ACCOUNT) -> SQLiteStream | None:
+        return self._streams.get((account, name))
+
+    def streams(self, account: str | None = None) -> list[Stream]:
+        return [s for (a, _), s in self._streams.items() if account is None or a == account]
+
+    # ---- group commit --------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError("store is closed")
+
+    def _batch(self) -> _Batch:
+        b = self._open
+        if b is None:
+            if self._closed:
+                raise StoreClosedError("store is closed")
+            assert self._loop is not None
+            b = self._open = _Batch(self._loop.create_future())
+            if self._inflight is None and not self._kicked:
+                self._kicked = True
+                self._loop.call_soon(self._start)
+        return b
+
+    def durable(self) -> Awaitable[None]:
+        b = self._open or self._inflight
+        if b is not None:
+            return b.fut
+        assert self._loop is not None
+        f = self._loop.create_future()
+        f.set_result(None)
+        return f
+
+    def _start(self) -> None:
+        self._kicked = False
+        b = self._open
+        if self._inflight is not None or b is None:
+            return
+        self._open = None
+        # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
+        b.metas = [(st.first_seq, st.last_seq, st.last_ts, sid) for sid, st in b.touched.items() if not st._dead]
+        self._inflight = b
+        assert self._loop is not None and self._exec is not None
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        f = self._loop.run_in_executor(self._exec, self._write, b)
+        f.add_done_callback(self._done)
+
+    def _write(self, b: _Batch) -> None:
+        c = self._wconn
+        assert c is not None
+        try:
+            c.execute("BEGIN IMMEDIATE")
+            for st in b.drops:  # first: a stream may be deleted and re-created under its name
+                c.execute("DELETE FROM streams WHERE id = ?", (st._sid,))
+            if b.creates:
+                c.executemany(_STREAM_INSERT, b.creates)
+            if b.inserts:
+                c.executemany(_INSERT, b.inserts)
+            if b.deletes:
+                c.executemany(_DELETE_ONE, b.deletes)
+            if b.ranges:
+                c.executemany(_DELETE_RANGE, b.ranges)
+            if b.configs:
+                c.executemany(_STREAM_CONFIG, [(cfg, sid) for sid, cfg in b.configs.items()])
+            if b.metas:
+                c.executemany(_STREAM_META, b.metas)
+            for (sid, name), v in b.consumers.items():
+                if v is None:
+                    c.execute(_CONSUMER_DEL, (sid, name))
+                else:
+                    c.execute(_CONSUMER_PUT, (sid, name, v[0], v[1]))
+            for st in b.drops:
+                c.execute(_DELETE_RANGE, (st._base, st._base + SEQ_MASK))
+                c.execute("DELETE FROM consumers WHERE stream = ?", (st._sid,))
+            c.execute("COMMIT")
+        except BaseException as e:
+            if c.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    c.execute("ROLLBACK")
+            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                # Give the space held by the -wal file back, so that a purge can still get through.
+                with contextlib.suppress(sqlite3.Error):
+                    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            raise
+
+    def _done(self, f: asyncio.Future[None]) -> None:
+        b = self._inflight
+        self._inflight = None
+        assert b is not None
+        exc = f.exception() if not f.cancelled() else StoreError("commit cancelled")
+        if exc is None:
+            self.commits += 1
+            self._dirty = True
+            self._settle(b)
+            if not b.fut.done():
+                b.fut.set_result(None)
+        else:
+            self._fail(b, _wrap(exc))
+        if self._open is not None and not self._closed:
+            self._start()
+        elif self._open is None and not self._closed and self._loop is not None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
+
+    def _settle(self, b: _Batch) -> None:
+        """Committed: drop those rows from the overlays (reads now find them in the database)."""
+        by_id = self._by_id
+        st: SQLiteStream | None = None
+        sid = -1
+        for r in b.inserts:
+            if r[1] != sid:
+                sid = r[1]
+                st = by_id.get(sid)
+            if st is not None:
+                st._pend.pop(r[0] & SEQ_MASK, None)
+        sid = -1
+        st = None
+        for (key,) in b.deletes:
+            s = key >> SEQ_BITS
+            if s != sid:
+                sid = s
+                st = by_id.get(sid)
+            if st is not None:
+                st._gone.discard(key & SEQ_MASK)
+        for _, last, _, sid in b.metas:
+            st = by_id.get(sid)
+            if st is not None and last + 1 > st._pend_lo:
+                st._pend_lo = last + 1
+
+    def _fail(self, b: _Batch, err: StoreError) -> None:
+        """Commit failed: the database rolled back. Fail this batch and everything queued behind it
+        (their sequences were assigned on top of the failed ones), then reload state from disk."""
+        failed = [b]
+        if self._open is not None:
+            failed.append(self._open)
+            self._open = None
+        dropped = [st for fb in failed for st in fb.drops]
+        for fb in failed:
+            if not fb.fut.done():
+                fb.fut.set_exception(err)
+                fb.fut.exception()  # retrieved: nobody awaiting is not an error worth logging
+        self._reload(dropped)
+
+    def _reload(self, dropped: list[SQLiteStream]) -> None:
+        rows = {
+            r[0]: r
+            for r in self._rconn.execute(
+                "SELECT id, account, name, config, created_ns, first_seq, last_seq, last_ts FROM streams"
+            ).fetchall()
+        }
+        for st in list(self._by_id.values()) + dropped:
+            r = rows.get(st._sid)
+            key = (st.account, st.name)
+            if r is None:
+                st._dead = True
+                if self._by_id.get(st._sid) is st:
+                    del self._by_id[st._sid]
+                if self._streams.get(key) is st:
+                    del self._streams[key]
+                continue
+            st._dead = False
+            st.config = r[3]
+            st._load_state(r[5], r[6], r[7])
+            self._by_id[st._sid] = st
+            self._streams[key] = st
+
+    # ---- fsync cadence and checkpoints ---------------------------------------------------------
+    def _sync_tick(self) -> None:
+        if self._closed or self._loop is None or self._exec is None:
+            return
+        if self._dirty:
+            self._dirty = False
+            self._loop.run_in_executor(self._exec, self._checkpoint, True)
+        assert self.sync_interval is not None
+        self._sync_timer = self._loop.call_later(self.sync_interval, self._sync_tick)
+
+    def _idle_checkpoint(self) -> None:
+        self._idle_timer = None
+        if self._closed or self._loop is None or self._exec is None or self._inflight is not None:
+            return
+        self._loop.run_in_executor(self._exec, self._checkpoint, False)
+
+    def _checkpoint(self, fsync_wal: bool) -> None:
+        """Runs on the writer thread, between batches. fsyncing the -wal file makes every commit so
+        far power-safe under synchronous=NORMAL; the PASSIVE checkpoint then bounds WAL growth."""
+        c = self._wconn
+        if c is None:
+            return
+        if fsync_wal:
+            with contextlib.suppress(OSError):
+                fd = os.open(self.path + "-wal", os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        with contextlib.suppress(sqlite3.Error):
+            c.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    async def sync(self) -> None:
+        """Flush queued ops, then force an fsync + checkpoint now (e.g. before a planned shutdown)."""
+        await self.flush()
+        assert self._loop is not None and self._exec is not None
+        await self._loop.run_in_executor(self._exec, self._checkpoint, True)
