@@ -225,7 +225,7 @@ class ClientConnection(asyncio.Protocol):
             res = srv.authenticate(self, opts)
         except Exception as e:
             log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
-            return self._auth_violation(str(e) or "Authorization Violation")
+            return self._auth_violation(getattr(e, "client_text", "Authorization Violation"))
         acc = srv.account_for(res)
         if acc is None:
             return self._auth_violation()

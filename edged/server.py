@@ -232,6 +232,9 @@ class Server:
             self.tls_context = server_ssl_context(o.tls)
         for svc in self.services:
             await svc.start()
+        from edged.sysreqs import install_system_handlers
+
+        install_system_handlers(self)
         if o.http_port:
             from edged.monitor import MonitorServer
 
