@@ -21,7 +21,7 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 venv: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(BIN)/edged run
+	$(BIN)/edged run -c edged/default.conf
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -80,6 +80,7 @@ class ClientConnection(asyncio.Protocol):
         self._ping_handle: asyncio.TimerHandle | None = None
         self._stall_since = 0.0
         self._paused_reading = False
+        self._upgrading = False
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -117,6 +118,8 @@ class ClientConnection(asyncio.Protocol):
         assert tls is not None and srv.tls_context is not None
         try:
             self.flush()
+            # until start_tls returns, replies to what arrives over TLS must not go out on the raw transport
+            self._upgrading = True
             new = await asyncio.wait_for(
                 srv.loop.start_tls(self.transport, self, srv.tls_context, server_side=True), tls.timeout
             )
@@ -128,7 +131,9 @@ class ClientConnection(asyncio.Protocol):
             self.close("TLS Handshake Error", flush=False)
             return
         self.transport = new
+        self._upgrading = False
         self.tls_info = srv.tls_info_of(new)
+        self.flush()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -217,7 +222,7 @@ class ClientConnection(asyncio.Protocol):
             self.send_err("no responders requires headers support")
             self.close("Protocol Violation")
             return
-        if srv.tls_required and self.tls_info is None and not self.websocket:
+        if srv.tls_required and self.tls_info is None and not self._upgrading and not self.websocket:
             self.send_err("Secure Connection - TLS Required")
             self.close("TLS Handshake Error")
             return
@@ -352,7 +357,9 @@ class ClientConnection(asyncio.Protocol):
             self.flush_queued = True
             self.server.flush_soon(self)
         if self.pending > self.opts.max_pending:
-            self._slow_consumer()
+            # a large batch from one read is not a slow consumer: hand it to the socket now, and let
+            # flush() judge by what the kernel could not take
+            self.flush()
 
     def send_raw(self, data: bytes) -> None:
         if self.closed:
@@ -369,7 +376,7 @@ class ClientConnection(asyncio.Protocol):
     def flush(self) -> None:
         self.flush_queued = False
         out = self.out
-        if not out or self.transport is None:
+        if not out or self.transport is None or self._upgrading:
             return
         data = b"".join(out) if len(out) > 1 else out[0]
         out.clear()

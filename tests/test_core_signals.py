@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 
 import nats
 import pytest
-from nats.errors import NoServersError
 
 from tests.servers import ServerProcess
 
@@ -28,7 +28,7 @@ def test_sigterm_graceful_exit_zero():
 
 @pytest.mark.parametrize("kind", ["nats-server", "edged"])
 def test_lame_duck_mode(kind):
-    conf = 'lame_duck_duration: "3s"\nlame_duck_grace_period: "1s"\n'
+    conf = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
     p = ServerProcess(kind, config=conf).start()
     try:
 
@@ -46,10 +46,9 @@ def test_lame_duck_mode(kind):
             # new connections are refused while in lame duck mode
             await asyncio.sleep(0.3)
             try:
-                nc2 = await nats.connect(p.url, allow_reconnect=False, connect_timeout=1, max_reconnect_attempts=0)
-                await nc2.close()
+                socket.create_connection(("127.0.0.1", p.port), timeout=1).close()
                 refused = False
-            except (TimeoutError, NoServersError, OSError):
+            except OSError:
                 refused = True
             await asyncio.to_thread(p.proc.wait, 15)
             return refused, time.monotonic() - t0
