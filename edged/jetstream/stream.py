@@ -1,0 +1,538 @@
+"""A JetStream stream: its config rules (nats-server's defaults and checks) and the publish path.
+
+The publish path runs synchronously on the loop for each message the router hands over: checks,
+`store.append` (which assigns the sequence at once), limits; the PubAck waits only for the commit
+future that the whole group-commit batch shares, so acks are sent once per SQLite transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from edged.headers import get_header
+from edged.jetstream.errors import JSApiError, api_error
+from edged.protocol import is_valid_subject
+from edged.sublist import subject_is_subset, subjects_overlap
+from storage import StoreError, StoreFullError
+
+if TYPE_CHECKING:
+    from edged.jetstream.engine import JetStream, JSAccount
+
+MAX_NAME_LEN = 255
+MAX_DESCRIPTION_LEN = 4096
+MAX_HDR = 64 * 1024
+DEFAULT_DUPLICATE_WINDOW = 120 * 1_000_000_000
+NS = 1_000_000_000
+
+_RETENTION = ("limits", "interest", "workqueue")
+_DISCARD = ("old", "new")
+_STORAGE = ("file", "memory")
+
+_json_encode = msgspec.json.Encoder().encode
+
+
+def rfc3339ns(ns: int) -> str:
+    """Go's time.RFC3339Nano in UTC; 0 is Go's zero time, as nats-server prints for empty streams."""
+    if ns <= 0:
+        return "0001-01-01T00:00:00Z"
+    secs, frac = divmod(ns, NS)
+    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    f = f"{frac:09d}".rstrip("0")
+    return f"{base}.{f}Z" if f else f"{base}Z"
+
+
+def parse_rfc3339(text: str) -> int:
+    """ns since the epoch from an RFC 3339 time with up to 9 fractional digits."""
+    import calendar
+    import re
+
+    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)", text.strip())
+    if not m:
+        raise ValueError(f"invalid time {text!r}")
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    frac = int((m.group(7) or "0")[:9].ljust(9, "0"))
+    secs = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
+    tz = m.group(8)
+    if tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return secs * NS + frac
+
+
+def valid_asset_name(name: Any) -> bool:
+    return isinstance(name, str) and bool(name) and not any(c in name for c in ".*> \t\r\n\\/")
+
+
+def _invalid(msg: str) -> JSApiError:
+    return api_error("JSStreamInvalidConfigF", err=msg)
+
+
+def _int(cfg: dict[str, Any], key: str, default: int) -> int:
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                                                f"StreamConfig.{key} of type int64")
+    return v
+
+
+def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config as nats-server would store and report it (defaults filled), or a JSApiError."""
+    name = req.get("name")
+    if not valid_asset_name(name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    if len(name) > MAX_NAME_LEN:
+        raise _invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
+    desc = req.get("description") or ""
+    if len(desc) > MAX_DESCRIPTION_LEN:
+        raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
+    retention = req.get("retention") or "limits"
+    if retention not in _RETENTION:
+        raise _invalid("invalid retention")
+    discard = req.get("discard") or "old"
+    if discard not in _DISCARD:
+        raise _invalid("invalid discard policy")
+    storage = req.get("storage") or "file"
+    if storage not in _STORAGE:
+        raise _invalid("invalid storage type")
+    compression = req.get("compression") or "none"
+    if compression not in ("none", "s2"):
+        raise _invalid("invalid compression")
+    replicas = _int(req, "num_replicas", 1) or 1
+    if replicas > 5:
+        raise _invalid("maximum replicas is 5")
+    if replicas < 0:
+        raise api_error("JSReplicasCountCannotBeNegative")
+    if replicas > 1:
+        raise api_error("JSStreamReplicasNotSupportedErr")
+    if req.get("mirror") or req.get("sources"):
+        raise _invalid("stream mirrors and sources are not supported by edged yet")
+    if req.get("placement") and (req["placement"].get("cluster") or req["placement"].get("tags")):
+        raise api_error("JSClusterNoPeersErrF", err="placement is not supported by a single edged server")
+
+    def lim(key: str) -> int:
+        v = _int(req, key, -1)
+        return -1 if v == 0 or v < -1 else v
+
+    max_age = _int(req, "max_age", 0)
+    if max_age < 0:
+        raise _invalid("max age can not be negative")
+    if 0 < max_age < NS // 10:
+        raise _invalid("max age needs to be >= 100ms")
+    dup = _int(req, "duplicate_window", 0)
+    if dup == 0:
+        dup = min(DEFAULT_DUPLICATE_WINDOW, max_age) if max_age else DEFAULT_DUPLICATE_WINDOW
+    if dup < 0:
+        raise _invalid("duplicates window can not be negative")
+    if max_age and dup > max_age:
+        raise _invalid("duplicates window can not be larger then max age")
+    if 0 < dup < NS // 10:
+        raise _invalid("duplicates window needs to be >= 100ms")
+    deny_purge = bool(req.get("deny_purge"))
+    allow_rollup = bool(req.get("allow_rollup_hdrs"))
+    if deny_purge and allow_rollup:
+        raise _invalid("roll-ups require the purge permission")
+    max_per = lim("max_msgs_per_subject")
+    dnps = bool(req.get("discard_new_per_subject"))
+    if dnps:
+        if discard != "new":
+            raise _invalid("discard new per subject requires discard new policy to be set")
+        if max_per <= 0:
+            raise _invalid("discard new per subject requires max msgs per subject > 0")
+    subjects = req.get("subjects")
+    if subjects is None or subjects == []:
+        subjects = [name]
+    if not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects):
+        raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal subjects")
+    no_ack = bool(req.get("no_ack"))
+    seen: set[str] = set()
+    for s in subjects:
+        if not is_valid_subject(s):
+            raise _invalid("invalid subject")
+        if s in seen:
+            raise _invalid("duplicate subjects detected")
+        seen.add(s)
+        if s == ">":
+            if not no_ack:
+                raise _invalid("capturing all subjects requires no-ack to be true")
+        elif not no_ack:
+            for ns in ("$JS.API.>", "$KV.>", "$OBJ.>", "$JSC.>", "$NRG.>"):
+                if subjects_overlap(s, ns) and not subject_is_subset(s, "$JS.EVENT.>"):
+                    if ns == "$JS.API.>":
+                        raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+            if subjects_overlap(s, "$SYS.>") and not subject_is_subset(s, "$SYS.ACCOUNT.>"):
+                raise _invalid("subjects that overlap with system api require no-ack to be true")
+    for i, a in enumerate(subjects):
+        for b in subjects[i + 1:]:
+            if subjects_overlap(a, b):
+                raise _invalid(f'subject "{b}" overlaps with "{a}"')
+    first_seq = _int(req, "first_seq", 0)
+    if first_seq < 0:
+        raise _invalid("first sequence can not be negative")
+    st = req.get("subject_transform")
+    if st:
+        src = st.get("src") or ""
+        if src and not is_valid_subject(src):
+            raise api_error("JSStreamTransformInvalidSource", err=f"invalid subject {src}")
+        if not st.get("dest"):
+            raise api_error("JSStreamTransformInvalidDestination", err="invalid subject")
+    rp = req.get("republish")
+    if rp:
+        if not rp.get("dest") or not is_valid_subject(rp.get("dest", "")):
+            raise _invalid("stream configuration for republish destination is not a valid subject")
+        src = rp.get("src") or ">"
+        if not is_valid_subject(src):
+            raise _invalid("stream configuration for republish source is not a valid subject")
+    cfg: dict[str, Any] = {"name": name}
+    if desc:
+        cfg["description"] = desc
+    cfg.update({
+        "subjects": subjects, "retention": retention, "max_consumers": lim("max_consumers"),
+        "max_msgs": lim("max_msgs"), "max_bytes": lim("max_bytes"), "max_age": max_age,
+        "max_msgs_per_subject": max_per, "max_msg_size": lim("max_msg_size"), "discard": discard,
+        "storage": storage, "num_replicas": 1, "duplicate_window": dup, "compression": compression,
+    })
+    if first_seq:
+        cfg["first_seq"] = first_seq
+    if st:
+        cfg["subject_transform"] = {"src": st.get("src") or "", "dest": st.get("dest")}
+    if rp:
+        cfg["republish"] = {k: v for k, v in rp.items() if k in ("src", "dest", "headers_only") and v}
+        cfg["republish"].setdefault("src", ">")
+    cfg.update({
+        "allow_direct": bool(req.get("allow_direct")), "mirror_direct": bool(req.get("mirror_direct")),
+        "sealed": bool(req.get("sealed")), "deny_delete": bool(req.get("deny_delete")), "deny_purge": deny_purge,
+        "allow_rollup_hdrs": allow_rollup,
+    })
+    if dnps:
+        cfg["discard_new_per_subject"] = True
+    if no_ack:
+        cfg["no_ack"] = True
+    if req.get("allow_msg_ttl"):
+        cfg["allow_msg_ttl"] = True
+    if req.get("metadata"):
+        md = req["metadata"]
+        if not isinstance(md, dict):
+            raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal metadata")
+        cfg["metadata"] = {str(k): str(v) for k, v in md.items()}
+    cl = req.get("consumer_limits") or {}
+    cfg["consumer_limits"] = {k: v for k, v in cl.items() if k in ("inactive_threshold", "max_ack_pending") and v}
+    return cfg
+
+
+def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """nats-server's rules for what a STREAM.UPDATE may change."""
+    if new["name"] != old["name"]:
+        raise _invalid("stream configuration name must match original")
+    if new["storage"] != old["storage"]:
+        raise _invalid("stream configuration update can not change storage type")
+    if new["retention"] != old["retention"] and "workqueue" in (new["retention"], old["retention"]):
+        raise _invalid("stream configuration update can not change retention policy to/from workqueue")
+    if old.get("sealed") and not new.get("sealed"):
+        raise _invalid("stream configuration update can not unseal a sealed stream")
+    if old.get("deny_delete") and not new.get("deny_delete"):
+        raise _invalid("stream configuration update can not cancel deny message deletes")
+    if old.get("deny_purge") and not new.get("deny_purge"):
+        raise _invalid("stream configuration update can not cancel deny purge")
+    if old.get("allow_msg_ttl") and not new.get("allow_msg_ttl"):
+        raise _invalid("message TTL status can not be disabled")
+    if new.get("first_seq", 0) != old.get("first_seq", 0):
+        raise _invalid("stream configuration update can not change first sequence")
+
+
+def parse_ttl(value: str) -> int:
+    """A Nats-TTL header: Go duration or seconds; "never" = -1 (kept forever). ns, or raises ValueError."""
+    v = value.strip()
+    if v.lower() == "never":
+        return -1
+    if v.isdigit():
+        secs = int(v)
+        if secs <= 0:
+            raise ValueError("ttl")
+        return secs * NS
+    from edged.config import parse_duration
+
+    secs_f = parse_duration(v)
+    if secs_f < 1:
+        raise ValueError("ttl")
+    return int(secs_f * NS)
+
+
+class Stream:
+    """One stream of one account. Consumers (another module) attach through `consumers`."""
+
+    def __init__(self, js: JetStream, jsa: JSAccount, config: dict[str, Any], store: Any, created: int) -> None:
+        self.js = js
+        self.jsa = jsa
+        self.account = jsa.account
+        self.name: str = config["name"]
+        self.config = config
+        self.store = store
+        self.created = created
+        self.consumers: dict[str, Any] = {}
+        self.subs: list[Any] = []
+        self.dedupe: dict[str, tuple[int, int]] = {}
+        self.last_msg_id = ""
+        self.closed = False
+        self._apply_config()
+
+    # ------------------------------------------------------------------ config
+
+    def _apply_config(self) -> None:
+        c = self.config
+        self.retention = c["retention"]
+        self.max_msgs = c["max_msgs"]
+        self.max_bytes = c["max_bytes"]
+        self.max_age = c["max_age"]
+        self.max_per = c["max_msgs_per_subject"]
+        self.max_msg_size = c["max_msg_size"]
+        self.discard_new = c["discard"] == "new"
+        self.dnps = bool(c.get("discard_new_per_subject"))
+        self.dup_window = c["duplicate_window"]
+        self.sealed = bool(c.get("sealed"))
+        self.no_ack = bool(c.get("no_ack"))
+        self.allow_ttl = bool(c.get("allow_msg_ttl"))
+        self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
+        st = c.get("subject_transform")
+        self.transform = (st.get("src") or ">", st["dest"]) if st else None
+        rp = c.get("republish")
+        self.republish = (rp.get("src") or ">", rp["dest"], bool(rp.get("headers_only"))) if rp else None
+
+    def subscribe(self) -> None:
+        ic = self.jsa.internal
+        for s in self.config["subjects"]:
+            self.subs.append(ic.subscribe(s, self._on_msg))
+
+    def unsubscribe(self) -> None:
+        ic = self.jsa.internal
+        for sub in self.subs:
+            ic.unsubscribe(sub)
+        self.subs.clear()
+
+    # ------------------------------------------------------------------ publish path
+
+    def _on_msg(self, sub: Any, subj: str, rep: str, hdr: bytes | None, payload: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self.process(subj, rep, hdr, payload)
+        except JSApiError as e:
+            if rep and not self.no_ack:
+                self.js.send_json(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0})
+
+    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if self.sealed:
+            raise api_error("JSStreamSealedErr")
+        hdr = hdr or b""
+        if len(hdr) > MAX_HDR:
+            raise api_error("JSStreamHeaderExceedsMaximumErr")
+        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+            raise api_error("JSStreamMessageExceedsMaximumErr")
+        store = self.store
+        ttl = 0
+        msg_id = ""
+        rollup = ""
+        if hdr:
+            exp = get_header(hdr, "Nats-Expected-Stream")
+            if exp and exp != self.name:
+                raise api_error("JSStreamNotMatchErr")
+            t = get_header(hdr, "Nats-TTL")
+            if t is not None:
+                if not self.allow_ttl:
+                    raise api_error("JSMessageTTLDisabledErr")
+                try:
+                    ttl = parse_ttl(t)
+                except ValueError:
+                    raise api_error("JSMessageTTLInvalidErr") from None
+            elss = get_header(hdr, "Nats-Expected-Last-Subject-Sequence")
+            if elss is not None:
+                want = _seq_header(elss)
+                last = store.load_last(subject)
+                have = last.seq if last is not None else 0
+                if have != want:
+                    raise api_error("JSStreamWrongLastSequenceErrF", seq=have)
+            els = get_header(hdr, "Nats-Expected-Last-Sequence")
+            if els is not None and _seq_header(els) != store.last_seq:
+                raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
+            msg_id = get_header(hdr, "Nats-Msg-Id") or ""
+            if msg_id:
+                prev = self.dedupe.get(msg_id)
+                if prev is not None and time.time_ns() - prev[1] < self.dup_window:
+                    if reply and not self.no_ack:
+                        self.js.send_ack(self.jsa, reply, self.name, prev[0], duplicate=True)
+                    return
+            elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
+            if elmi is not None and elmi != self.last_msg_id:
+                raise api_error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
+            rollup = get_header(hdr, "Nats-Rollup") or ""
+            if rollup:
+                if not self.allow_rollup or self.config.get("deny_purge"):
+                    raise api_error("JSStreamRollupFailedF", err="rollup not permitted")
+                if rollup not in ("sub", "all"):
+                    raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: \"{rollup}\"")
+        if self.transform is not None:
+            subject = self.js.transform(self.transform, subject)
+        size = store.msg_size(subject, hdr, payload)
+        if self.discard_new and not rollup:
+            if self.max_msgs > 0 and store.msgs >= self.max_msgs:
+                raise api_error("JSStreamStoreFailedF", err="maximum messages exceeded")
+            if self.max_bytes > 0 and store.bytes + size > self.max_bytes:
+                raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
+            if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
+                raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
+        self.jsa.check_store(self, size)
+        try:
+            seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0)
+        except StoreFullError as e:
+            raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
+        except StoreError as e:
+            raise api_error("JSStreamStoreFailedF", err=str(e)) from None
+        self.jsa.note_stored(self, size)
+        if msg_id:
+            self.dedupe[msg_id] = (seq, ts)
+            self.last_msg_id = msg_id
+        removed = 0
+        if rollup == "sub":
+            removed += store.purge(subject, keep=1)
+        elif rollup == "all":
+            removed += store.purge(None, keep=1)
+        if self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
+            removed += store.trim_subject(subject, self.max_per)
+        if not self.discard_new:
+            if self.max_msgs > 0 and store.msgs > self.max_msgs:
+                removed += store.trim_msgs(self.max_msgs)
+            if self.max_bytes > 0 and store.bytes > self.max_bytes:
+                removed += store.trim_bytes(self.max_bytes)
+        if removed:
+            self.jsa.recount(self)
+            self.notify_removed()
+        for c in self.consumers.values():
+            c.on_msg(seq, subject)
+        if self.republish is not None:
+            self._republish(subject, seq, ts, hdr, payload)
+        if self.retention == "interest" and not self.consumers:
+            store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
+            self.jsa.recount(self)
+        if reply and not self.no_ack:
+            js, jsa, name = self.js, self.jsa, self.name
+
+            def acked(f: Any) -> None:
+                exc = f.exception() if not f.cancelled() else StoreError("cancelled")
+                if exc is not None:
+                    js.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
+                                              "stream": name, "seq": 0})
+                else:
+                    js.send_ack(jsa, reply, name, seq)
+
+            if hasattr(committed, "add_done_callback"):
+                committed.add_done_callback(acked)
+            else:
+                js.send_ack(jsa, reply, name, seq)
+
+    def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
+        src, dest, headers_only = self.republish  # type: ignore[misc]
+        from edged.sublist import subject_matches
+
+        if not subject_matches(src, subject):
+            return
+        target = self.js.transform((src, dest), subject)
+        last = self.store.load_prev(seq - 1, subject) if seq > 1 else None
+        extra = (f"Nats-Stream: {self.name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\n"
+                 f"Nats-Time-Stamp: {rfc3339ns(ts)}\r\nNats-Last-Sequence: {last.seq if last else 0}\r\n").encode()
+        if headers_only:
+            extra += f"Nats-Msg-Size: {len(payload)}\r\n".encode()
+            payload = b""
+        base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
+        self.jsa.internal.publish(target, payload, "", base + extra + b"\r\n")
+
+    def notify_removed(self) -> None:
+        first = self.store.state().first_seq if self.consumers else 0
+        for c in self.consumers.values():
+            f = getattr(c, "on_removed", None)
+            if f is not None:
+                f(first)
+
+    # ------------------------------------------------------------------ upkeep
+
+    def expire(self, now_ns: int) -> int:
+        removed = 0
+        if self.max_age > 0:
+            removed += self.store.remove_older_than(now_ns - self.max_age)
+        if self.allow_ttl:
+            removed += len(self.store.expire_due(now_ns))
+        if self.dedupe:
+            cutoff = now_ns - self.dup_window
+            for k in [k for k, (_, ts) in self.dedupe.items() if ts < cutoff]:
+                del self.dedupe[k]
+        if removed:
+            self.jsa.recount(self)
+            self.notify_removed()
+        return removed
+
+    def rebuild_dedupe(self) -> None:
+        """After a restart: message ids published inside the duplicate window are still duplicates."""
+        cutoff = time.time_ns() - self.dup_window
+        seq = self.store.last_seq
+        n = 0
+        while seq > 0 and n < 100_000:
+            m = self.store.load_prev(seq)
+            if m is None or m.ts < cutoff:
+                break
+            mid = get_header(m.hdr, "Nats-Msg-Id") if m.hdr else None
+            if mid and mid not in self.dedupe:
+                self.dedupe[mid] = (m.seq, m.ts)
+                if not self.last_msg_id:
+                    self.last_msg_id = mid
+            seq = m.seq - 1
+            n += 1
+
+    # ------------------------------------------------------------------ views
+
+    def state_dict(self, deleted_details: bool = False, subjects_filter: str | None = None) -> dict[str, Any]:
+        st = self.store.state(deleted=deleted_details, subjects_filter=subjects_filter or None)
+        # a stream that never held a message reports first_seq 0, as nats-server does
+        first = 0 if st.last_seq == 0 and st.msgs == 0 else st.first_seq
+        d: dict[str, Any] = {"messages": st.msgs, "bytes": st.bytes, "first_seq": first,
+                             "first_ts": rfc3339ns(st.first_ts), "last_seq": st.last_seq,
+                             "last_ts": rfc3339ns(st.last_ts)}
+        if st.num_subjects and subjects_filter and st.subjects:
+            d["subjects"] = st.subjects
+        if deleted_details and st.deleted:
+            d["deleted"] = st.deleted
+        if st.num_deleted:
+            d["num_deleted"] = st.num_deleted
+        if st.num_subjects:
+            d["num_subjects"] = st.num_subjects
+        d["consumer_count"] = len(self.consumers)
+        return d
+
+    def info(self, deleted_details: bool = False, subjects_filter: str | None = None) -> dict[str, Any]:
+        return {"config": self.config, "created": rfc3339ns(self.created),
+                "state": self.state_dict(deleted_details, subjects_filter),
+                "cluster": {"leader": self.js.server.server_name}, "ts": rfc3339ns(time.time_ns())}
+
+    def config_bytes(self) -> bytes:
+        return _json_encode(self.config)
+
+
+def _seq_header(v: str) -> int:
+    try:
+        return int(v.strip())
+    except ValueError:
+        return -1
+
+
+def msg_dict(m: Any) -> dict[str, Any]:
+    """A stored message as STREAM.MSG.GET returns it."""
+    d: dict[str, Any] = {"subject": m.subject, "seq": m.seq}
+    if m.hdr:
+        d["hdrs"] = base64.b64encode(m.hdr).decode()
+    if m.data:
+        d["data"] = base64.b64encode(m.data).decode()
+    d["time"] = rfc3339ns(m.ts)
+    return d
