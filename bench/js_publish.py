@@ -1,0 +1,109 @@
+"""Issue 3's table: JetStream publish, edged vs nats-server with the same nats-py client and the same
+store settings: synchronous (await each PubAck), pipelined (1000 in flight), and every ack fsynced
+(`sync_interval: always` on both)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from typing import Any
+
+import nats
+
+from bench.harness import KINDS, Report, Server
+
+
+async def _sync_publish(url: str, n: int, size: int) -> float:
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=30)
+    await js.add_stream(name="BSYNC", subjects=["bsync"])
+    payload = b"x" * size
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await js.publish("bsync", payload)
+    dt = time.perf_counter() - t0
+    await js.delete_stream("BSYNC")
+    await nc.close()
+    return n / dt
+
+
+async def _pipelined(url: str, n: int, size: int, window: int, stream: str) -> float:
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=60)
+    await js.add_stream(name=stream, subjects=[stream.lower()])
+    payload = b"x" * size
+    subj = stream.lower()
+    sem = asyncio.Semaphore(window)
+    errors = 0
+
+    async def one() -> None:
+        nonlocal errors
+        try:
+            await js.publish(subj, payload)
+        except Exception:
+            errors += 1
+        finally:
+            sem.release()
+
+    t0 = time.perf_counter()
+    tasks = []
+    for _ in range(n):
+        await sem.acquire()
+        tasks.append(asyncio.ensure_future(one()))
+    await asyncio.gather(*tasks)
+    dt = time.perf_counter() - t0
+    await js.delete_stream(stream)
+    await nc.close()
+    if errors:
+        raise RuntimeError(f"{errors} publishes failed")
+    return n / dt
+
+
+def _measure(kind: str, config: str, fn: Any, reps: int) -> tuple[float, float]:
+    with Server(kind, config=config) as srv:
+        vals = []
+        cpus = []
+        for _ in range(reps):
+            c0 = srv.cpu()
+            rate, n = fn(srv.url)
+            vals.append(rate)
+            cpus.append((srv.cpu() - c0) / n * 1e6)
+        i = vals.index(max(vals))
+        return vals[i], cpus[i]
+
+
+def run(report: Report) -> None:
+    q = report.quick
+    reps = 1 if q else 3
+    n_sync = 1000 if q else 5000
+    n_pipe = 10_000 if q else 50_000
+    n_always = 5000 if q else 20_000
+    res: dict[str, dict[str, tuple[float, float]]] = {k: {} for k in KINDS}
+    for kind in KINDS:
+        d = tempfile.mkdtemp(prefix=f"bench-js-{kind}-")
+        conf = f'jetstream {{ store_dir: "{d}" }}\n'
+        res[kind]["sync"] = _measure(kind, conf, lambda u: (asyncio.run(_sync_publish(u, n_sync, 128)), n_sync),
+                                     reps)
+        res[kind]["pipe"] = _measure(
+            kind, conf, lambda u: (asyncio.run(_pipelined(u, n_pipe, 128, 1000, "BPIPE")), n_pipe), reps)
+        d2 = tempfile.mkdtemp(prefix=f"bench-js-always-{kind}-")
+        conf2 = f'jetstream {{ store_dir: "{d2}", sync_interval: always }}\n'
+        res[kind]["always"] = _measure(
+            kind, conf2, lambda u: (asyncio.run(_pipelined(u, n_always, 128, 1000, "BALWAYS")), n_always), reps)
+    e, n = res["edged"], res["nats-server"]
+    report.add("js", "publish, await each ack", "msg/s", e["sync"][0], n["sync"][0], target="≥ 0.8×",
+               check=lambda r: r.ratio >= 0.8)
+    report.add("js", "publish, 1000 in flight", "msg/s", e["pipe"][0], n["pipe"][0], target="≥ 1.0×",
+               check=lambda r: r.ratio >= 1.0)
+    report.add("js", "publish, 1000 in flight, server CPU", "µs/msg", e["pipe"][1], n["pipe"][1],
+               higher_is_better=False)
+    report.add("js", "publish, fsync every commit", "msg/s", e["always"][0], n["always"][0], target="≥ 5×",
+               check=lambda r: r.ratio >= 5.0)
+
+
+if __name__ == "__main__":
+    r = Report(quick="--quick" in sys.argv)
+    run(r)
+    print(r.table())
