@@ -63,6 +63,18 @@ class JSAccount:
         self.limits = limits
         self.streams: dict[str, Stream] = {}
         self.internal = account.internal
+        self.push_consumers = 0
+        account.interest_listeners.append(self._on_interest)
+
+    def _on_interest(self, sub: Any, added: bool) -> None:
+        """A subscriber appeared: push consumers delivering to its subject can start (nats-server does
+        the same, so a client may create the consumer before subscribing its deliver subject)."""
+        if not added or not self.push_consumers or sub.conn is self.internal:
+            return
+        for s in self.streams.values():
+            for c in s.consumers.values():
+                if c.push and subject_matches(sub.subject, c.deliver_subject):
+                    c.kick()
 
     def usage(self) -> tuple[int, int]:
         mem = file = 0
@@ -242,6 +254,12 @@ class JetStream:
         return mem, file
 
     # ------------------------------------------------------------------ API
+
+    def loop_task(self, aw: Any) -> None:
+        """Run a coroutine in the background, kept referenced until done."""
+        t = asyncio.get_running_loop().create_task(aw)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
 
     def register_api(self, prefix: str, handler: Callable[[ApiRequest], Any]) -> None:
         self.handlers[prefix] = handler

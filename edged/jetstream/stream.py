@@ -415,7 +415,7 @@ class Stream:
             c.on_msg(seq, subject)
         if self.republish is not None:
             self._republish(subject, seq, ts, hdr, payload)
-        if self.retention == "interest" and not self.consumers:
+        if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
             self.jsa.recount(self)
         if reply and not self.no_ack:
@@ -449,6 +449,38 @@ class Stream:
             payload = b""
         base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
         self.jsa.internal.publish(target, payload, "", base + extra + b"\r\n")
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_consumer(self, c: Any) -> None:
+        self.consumers[c.name] = c
+        if c.push:
+            self.jsa.push_consumers += 1
+
+    def remove_consumer(self, name: str) -> None:
+        c = self.consumers.pop(name, None)
+        if c is not None and c.push:
+            self.jsa.push_consumers -= 1
+        if c is not None and c.persist:
+            self.store.delete_consumer(name)
+        if c is not None and self.retention == "interest":
+            # messages only that consumer still held are no longer wanted by anyone
+            for seq in sorted(getattr(c, "pending", {})):
+                self.ack_msg(seq)
+
+    def ack_msg(self, seq: int) -> None:
+        """Interest / workqueue retention: drop a message once (every / any) interested consumer acked it."""
+        if self.retention == "limits":
+            return
+        m = self.store.load(seq)
+        if m is None:
+            return
+        if self.retention == "interest":
+            for c in self.consumers.values():
+                if c._matches(m.subject) and not c.is_acked(seq):
+                    return
+        if self.store.delete(seq):
+            self.notify_removed()
 
     def notify_removed(self) -> None:
         first = self.store.state().first_seq if self.consumers else 0

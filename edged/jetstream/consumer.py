@@ -1,0 +1,863 @@
+"""JetStream consumers: config rules, delivery (push and pull), acks, redelivery, persisted state.
+
+A consumer walks its stream from `sseq` in order. Delivery is driven by events (new message, pull
+request, ack, timer) and runs synchronously on the loop: each step delivers as many messages as the
+consumer may (interest, max_ack_pending, waiting requests), without a per-message await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from edged.headers import make_headers
+from edged.jetstream.errors import api_error
+from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
+from edged.protocol import is_valid_literal_subject, is_valid_subject
+from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
+
+if TYPE_CHECKING:
+    from edged.jetstream.stream import Stream
+
+NS = 1_000_000_000
+DEFAULT_ACK_WAIT = 30 * NS
+DEFAULT_MAX_ACK_PENDING = 1000
+DEFAULT_MAX_WAITING = 512
+EPHEMERAL_INACTIVE = 5 * NS
+FC_BYTES = 256 * 1024
+
+_enc = msgspec.json.Encoder().encode
+_dec = msgspec.json.Decoder()
+
+_DELIVER = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
+_ACK = ("none", "all", "explicit")
+_REPLAY = ("instant", "original")
+
+
+def _int(c: dict[str, Any], k: str, d: int = 0) -> int:
+    v = c.get(k, d)
+    if v is None:
+        return d
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal into ConsumerConfig.{k}")
+    return v
+
+
+def normalize(req: dict[str, Any], stream: Stream, name_hint: str = "") -> dict[str, Any]:
+    """The consumer config nats-server would report (defaults filled), or a JSApiError."""
+    durable = req.get("durable_name") or ""
+    name = req.get("name") or ""
+    if durable and name and durable != name:
+        raise api_error("JSConsumerCreateDurableAndNameMismatch")
+    name = name or durable or name_hint
+    if durable and not valid_asset_name(durable):
+        raise api_error("JSConsumerBadDurableNameErr")
+    if name and not valid_asset_name(name):
+        raise api_error("JSConsumerBadDurableNameErr")
+    deliver_subject = req.get("deliver_subject") or ""
+    push = bool(deliver_subject)
+    if push and not is_valid_literal_subject(deliver_subject):
+        raise api_error("JSConsumerDeliverToWildcardsErr") if is_valid_subject(deliver_subject) else \
+            api_error("JSConsumerInvalidDeliverSubject")
+    dp = req.get("deliver_policy") or "all"
+    if dp not in _DELIVER:
+        raise api_error("JSConsumerInvalidPolicyErrF", err=f"invalid deliver policy {dp!r}")
+    ap = req.get("ack_policy") or "none"
+    if ap not in _ACK:
+        raise api_error("JSConsumerAckPolicyInvalidErr")
+    rp = req.get("replay_policy") or "instant"
+    if rp not in _REPLAY:
+        raise api_error("JSConsumerReplayPolicyInvalidErr")
+    opt_seq = _int(req, "opt_start_seq")
+    opt_time = req.get("opt_start_time")
+    if dp == "by_start_sequence" and opt_seq <= 0:
+        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver by start sequence, "
+                                                           "but optional start sequence is not set")
+    if dp != "by_start_sequence" and opt_seq:
+        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver all, but optional "
+                                                           "start sequence is also set" if dp == "all" else
+                        "optional start sequence can only be set with deliver by start sequence")
+    if dp == "by_start_time" and not opt_time:
+        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver by start time, "
+                                                           "but optional start time is not set")
+    flt = req.get("filter_subject") or ""
+    flts = [f for f in (req.get("filter_subjects") or [])]
+    if flt and flts:
+        raise api_error("JSConsumerDuplicateFilterSubjects")
+    for f in flts:
+        if not f:
+            raise api_error("JSConsumerEmptyFilter")
+    filters = flts or ([flt] if flt else [])
+    for i, f in enumerate(filters):
+        if not is_valid_subject(f):
+            raise api_error("JSConsumerFilterNotSubsetErr")
+        if not any(subjects_overlap(f, s) for s in stream.config["subjects"]):
+            raise api_error("JSConsumerFilterNotSubsetErr")
+        for g in filters[i + 1:]:
+            if subjects_overlap(f, g):
+                raise api_error("JSConsumerOverlappingSubjectFilters")
+    hb = _int(req, "idle_heartbeat")
+    fc = bool(req.get("flow_control"))
+    if not push:
+        if hb:
+            raise api_error("JSConsumerHBRequiresPushErr")
+        if fc:
+            raise api_error("JSConsumerFCRequiresPushErr")
+        if req.get("rate_limit_bps"):
+            raise api_error("JSConsumerPullWithRateLimitErr")
+    if push and _int(req, "max_waiting"):
+        raise api_error("JSConsumerPushMaxWaitingErr")
+    if 0 < hb < NS // 10:
+        raise api_error("JSConsumerSmallHeartbeatErr")
+    if fc and not hb:
+        raise api_error("JSConsumerWithFlowControlNeedsHeartbeats")
+    max_deliver = _int(req, "max_deliver")
+    if max_deliver == 0 or max_deliver < -1:
+        max_deliver = -1
+    backoff = [int(x) for x in req.get("backoff") or []]
+    if backoff and max_deliver != -1 and max_deliver <= len(backoff):
+        raise api_error("JSConsumerMaxDeliverBackoffErr")
+    ack_wait = _int(req, "ack_wait")
+    if ack_wait < 0:
+        raise api_error("JSConsumerAckWaitNegativeErr")
+    if ap != "none" and ack_wait == 0:
+        ack_wait = backoff[0] if backoff else DEFAULT_ACK_WAIT
+    mwait = _int(req, "max_waiting")
+    if not push and mwait == 0:
+        mwait = DEFAULT_MAX_WAITING
+    map_ = _int(req, "max_ack_pending")
+    cl = stream.config.get("consumer_limits") or {}
+    if map_ == 0:
+        map_ = int(cl.get("max_ack_pending") or 0)
+    if map_ == 0 and ap != "none":
+        map_ = DEFAULT_MAX_ACK_PENDING
+    inactive = _int(req, "inactive_threshold") or int(cl.get("inactive_threshold") or 0)
+    if not durable and inactive == 0:
+        inactive = EPHEMERAL_INACTIVE
+    if stream.retention == "workqueue":
+        if ap != "explicit":
+            raise api_error("JSConsumerWQRequiresExplicitAckErr")
+        if dp != "all":
+            raise api_error("JSConsumerWQConsumerNotDeliverAllErr")
+        for other in stream.consumers.values():
+            if other.name == name:
+                continue
+            ofl = other.filters
+            if not filters or not ofl:
+                raise api_error("JSConsumerWQMultipleUnfilteredErr")
+            if any(subjects_overlap(a, b) for a in filters for b in ofl):
+                raise api_error("JSConsumerWQConsumerNotUniqueErr")
+    cfg: dict[str, Any] = {}
+    if durable:
+        cfg["durable_name"] = durable
+    if name:
+        cfg["name"] = name
+    if req.get("description"):
+        cfg["description"] = req["description"]
+    if deliver_subject:
+        cfg["deliver_subject"] = deliver_subject
+    if req.get("deliver_group"):
+        cfg["deliver_group"] = req["deliver_group"]
+    cfg["deliver_policy"] = dp
+    if opt_seq:
+        cfg["opt_start_seq"] = opt_seq
+    if opt_time:
+        cfg["opt_start_time"] = opt_time
+    cfg["ack_policy"] = ap
+    if ack_wait:
+        cfg["ack_wait"] = ack_wait
+    cfg["max_deliver"] = max_deliver
+    if backoff:
+        cfg["backoff"] = backoff
+    if flt:
+        cfg["filter_subject"] = flt
+    if flts:
+        cfg["filter_subjects"] = flts
+    cfg["replay_policy"] = rp
+    if req.get("rate_limit_bps"):
+        cfg["rate_limit_bps"] = int(req["rate_limit_bps"])
+    if req.get("sample_freq"):
+        cfg["sample_freq"] = str(req["sample_freq"])
+    if mwait:
+        cfg["max_waiting"] = mwait
+    if map_:
+        cfg["max_ack_pending"] = map_
+    if fc:
+        cfg["flow_control"] = True
+    if hb:
+        cfg["idle_heartbeat"] = hb
+    if req.get("headers_only"):
+        cfg["headers_only"] = True
+    for k in ("max_batch", "max_expires", "max_bytes"):
+        if _int(req, k):
+            cfg[k] = _int(req, k)
+    if inactive:
+        cfg["inactive_threshold"] = inactive
+    cfg["num_replicas"] = _int(req, "num_replicas")
+    if cfg["num_replicas"] > 1:
+        raise api_error("JSStreamReplicasNotSupportedErr")
+    if req.get("mem_storage"):
+        cfg["mem_storage"] = True
+    if req.get("metadata"):
+        cfg["metadata"] = dict(req["metadata"])
+    if req.get("pause_until"):
+        cfg["pause_until"] = req["pause_until"]
+    return cfg
+
+
+def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """nats-server's rules for what a consumer update may change."""
+    def changed(k: str) -> bool:
+        return old.get(k) != new.get(k)
+
+    if changed("deliver_policy"):
+        raise api_error("JSConsumerCreateErrF", err="deliver policy can not be updated")
+    if changed("opt_start_seq"):
+        raise api_error("JSConsumerCreateErrF", err="start sequence can not be updated")
+    if changed("opt_start_time"):
+        raise api_error("JSConsumerCreateErrF", err="start time can not be updated")
+    if changed("ack_policy"):
+        raise api_error("JSConsumerCreateErrF", err="ack policy can not be updated")
+    if changed("replay_policy"):
+        raise api_error("JSConsumerCreateErrF", err="replay policy can not be updated")
+    if bool(old.get("deliver_subject")) != bool(new.get("deliver_subject")):
+        raise api_error("JSConsumerCreateErrF", err="can not update push consumer to pull based"
+                        if old.get("deliver_subject") else "can not update pull consumer to push based")
+    if changed("mem_storage"):
+        raise api_error("JSConsumerCreateErrF", err="can not update consumer storage type")
+    if changed("durable_name"):
+        raise api_error("JSConsumerCreateErrF", err="can not update consumer durable name")
+
+
+class PullRequest:
+    __slots__ = ("reply", "batch", "max_bytes", "expires", "no_wait", "heartbeat", "sent_bytes", "hb_handle",
+                 "received")
+
+    def __init__(self, reply: str, batch: int, max_bytes: int, expires: float, no_wait: bool, heartbeat: int) -> None:
+        self.reply = reply
+        self.batch = batch
+        self.max_bytes = max_bytes
+        self.expires = expires  # monotonic deadline, 0 = none
+        self.no_wait = no_wait
+        self.heartbeat = heartbeat
+        self.sent_bytes = 0
+        self.hb_handle: asyncio.TimerHandle | None = None
+        self.received = time.time_ns()
+
+
+class Consumer:
+    def __init__(self, stream: Stream, name: str, config: dict[str, Any], created: int,
+                 state: dict[str, Any] | None = None, durable_store: bool = True) -> None:
+        self.stream = stream
+        self.js = stream.js
+        self.name = name
+        self.config = config
+        self.created = created
+        self.persist = durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
+        self.ic = stream.jsa.internal
+        self.loop = asyncio.get_event_loop()
+        self.closed = False
+        # state
+        self.dseq = 0  # last delivered consumer sequence
+        self.sseq = 0  # last delivered stream sequence
+        self.afloor_c = 0
+        self.afloor_s = 0
+        self.pending: dict[int, list[int]] = {}  # sseq -> [dseq, delivered_ns]
+        self.rdc: dict[int, int] = {}  # sseq -> deliveries
+        self.redeliver: deque[int] = deque()
+        self.waiting: deque[PullRequest] = deque()
+        self.last_active = 0
+        self.fc_pending: str | None = None
+        self.fc_bytes = 0
+        self._timers: list[asyncio.TimerHandle] = []
+        self._ack_sub: Any = None
+        self._fc_sub: Any = None
+        self._dirty = False
+        self._kick_scheduled = False
+        self._hb_handle: asyncio.TimerHandle | None = None
+        self._inactive_handle: asyncio.TimerHandle | None = None
+        self.paused_until = 0
+        self._apply_config()
+        if state:
+            self._load_state(state)
+        else:
+            self._initial_position()
+        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack)
+        self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
+        if self.push and self.hb:
+            self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
+        self._arm_inactive()
+
+    # ------------------------------------------------------------------ config and position
+
+    def _apply_config(self) -> None:
+        c = self.config
+        self.push = bool(c.get("deliver_subject"))
+        self.deliver_subject = c.get("deliver_subject") or ""
+        self.ack = c["ack_policy"]
+        self.ack_wait = c.get("ack_wait") or DEFAULT_ACK_WAIT
+        self.max_deliver = c["max_deliver"]
+        self.backoff = c.get("backoff") or []
+        self.filters = c.get("filter_subjects") or ([c["filter_subject"]] if c.get("filter_subject") else [])
+        self.flt: Any = self.filters[0] if len(self.filters) == 1 else (list(self.filters) or None)
+        self.max_ack_pending = c.get("max_ack_pending") or 0
+        self.max_waiting = c.get("max_waiting") or 0
+        self.headers_only = bool(c.get("headers_only"))
+        self.hb = c.get("idle_heartbeat") or 0
+        self.fc = bool(c.get("flow_control"))
+        self.inactive = c.get("inactive_threshold") or 0
+        self.durable = bool(c.get("durable_name"))
+        self.max_batch = c.get("max_batch") or 0
+        self.max_expires = c.get("max_expires") or 0
+        self.max_bytes_req = c.get("max_bytes") or 0
+        pu = c.get("pause_until")
+        self.paused_until = parse_rfc3339(pu) if pu else 0
+
+    def _matches(self, subject: str) -> bool:
+        if not self.filters:
+            return True
+        return any(subject_matches(f, subject) for f in self.filters)
+
+    def _initial_position(self) -> None:
+        st = self.stream.store
+        c = self.config
+        dp = c["deliver_policy"]
+        first = st.state().first_seq
+        if dp == "all" or dp == "last_per_subject":
+            start = first
+        elif dp == "last":
+            m = st.load_last(self.flt)
+            start = m.seq if m is not None else st.last_seq + 1
+        elif dp == "new":
+            start = st.last_seq + 1
+        elif dp == "by_start_sequence":
+            start = max(int(c["opt_start_seq"]), first)
+        else:  # by_start_time
+            ns = parse_rfc3339(str(c["opt_start_time"]))
+            m = st.load_next(first, self.flt)
+            while m is not None and m.ts < ns:
+                m = st.load_next(m.seq + 1, self.flt)
+            start = m.seq if m is not None else st.last_seq + 1
+        self.sseq = start - 1
+        self.afloor_s = start - 1
+        self._lps: list[int] | None = None
+        if dp == "last_per_subject":
+            seqs = []
+            for subj in st.subject_counts(self.flt):
+                m = st.load_last(subj)
+                if m is not None:
+                    seqs.append(m.seq)
+            self._lps = sorted(seqs)
+
+    def _load_state(self, s: dict[str, Any]) -> None:
+        self.dseq, self.sseq = s.get("d", [0, 0])
+        self.afloor_c, self.afloor_s = s.get("a", [0, 0])
+        self.pending = {int(k): list(v) for k, v in (s.get("p") or {}).items()}
+        self.rdc = {int(k): int(v) for k, v in (s.get("r") or {}).items()}
+        self._lps = None
+        # what was pending when we stopped is redelivered now (acked stays acked)
+        self.redeliver.extend(sorted(self.pending))
+
+    def state_bytes(self) -> bytes:
+        return _enc({"d": [self.dseq, self.sseq], "a": [self.afloor_c, self.afloor_s],
+                     "p": {str(k): v for k, v in self.pending.items()},
+                     "r": {str(k): v for k, v in self.rdc.items()}})
+
+    def _save(self) -> None:
+        if not self.persist or self.closed:
+            return
+        if not self._dirty:
+            self._dirty = True
+            self.loop.call_soon(self._flush_state)
+
+    def _flush_state(self) -> None:
+        self._dirty = False
+        if self.closed:
+            return
+        try:
+            self.stream.store.update_consumer_state(self.name, self.state_bytes())
+        except Exception:
+            pass
+
+    def update(self, cfg: dict[str, Any]) -> None:
+        self.config = cfg
+        self._apply_config()
+        if self.persist:
+            self.stream.store.put_consumer(self.name, _enc({"config": cfg, "created": self.created}), self.state_bytes())
+        self.kick()
+
+    # ------------------------------------------------------------------ events from the stream
+
+    def on_msg(self, seq: int, subject: str) -> None:
+        if self.closed:
+            return
+        self.kick()
+
+    def on_removed(self, first_seq: int) -> None:
+        for s in [s for s in self.pending if s < first_seq]:
+            del self.pending[s]
+            self.rdc.pop(s, None)
+        if self.sseq < first_seq - 1:
+            self.sseq = first_seq - 1
+        if self.afloor_s < first_seq - 1 and not self.pending:
+            self.afloor_s = first_seq - 1
+
+    def is_acked(self, seq: int) -> bool:
+        return seq <= self.sseq and seq not in self.pending
+
+    def kick(self) -> None:
+        if not self._kick_scheduled and not self.closed:
+            self._kick_scheduled = True
+            self.loop.call_soon(self._deliver_loop)
+
+    # ------------------------------------------------------------------ delivery
+
+    def _has_push_interest(self) -> bool:
+        return self.stream.account.sublist.has_interest(self.deliver_subject)
+
+    def _next_msg(self) -> Any:
+        st = self.stream.store
+        while self.redeliver:
+            s = self.redeliver[0]
+            if s not in self.pending:
+                self.redeliver.popleft()
+                continue
+            m = st.load(s)
+            if m is None:
+                self.redeliver.popleft()
+                self.pending.pop(s, None)
+                continue
+            return m, True
+        if self._lps is not None:
+            while self._lps:
+                s = self._lps.pop(0)
+                if s > self.sseq:
+                    m = st.load(s)
+                    if m is not None:
+                        if not self._lps:
+                            self._lps = None
+                        return m, False
+            self._lps = None
+        m = st.load_next(self.sseq + 1, self.flt)
+        if m is None:
+            return None, False
+        return m, False
+
+    def _deliver_loop(self) -> None:
+        self._kick_scheduled = False
+        if self.closed or self.fc_pending is not None:
+            return
+        if self.paused_until and time.time_ns() < self.paused_until:
+            return
+        if self.push:
+            if not self._has_push_interest():
+                return
+        else:
+            self._expire_waiting()
+            if not self.waiting:
+                return
+        n = 0
+        while n < 4096:
+            if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
+                    and not self.redeliver:
+                break
+            if not self.push and not self.waiting:
+                break
+            m, redelivery = self._next_msg()
+            if m is None:
+                break
+            if redelivery:
+                self.redeliver.popleft()
+            self._send(m, redelivery)
+            n += 1
+            if self.fc_pending is not None:
+                break
+        if n:
+            self.last_active = time.time_ns()
+            self._arm_inactive()
+            self._save()
+        if not self.push and self.waiting:
+            # no_wait requests that found nothing more end now with 404
+            self._finish_no_wait()
+        if n >= 4096:
+            self.kick()
+
+    def _send(self, m: Any, redelivery: bool) -> None:
+        seq = m.seq
+        if redelivery:
+            count = self.rdc.get(seq, 1) + 1
+            self.rdc[seq] = count
+            dseq = self.dseq + 1
+            self.dseq = dseq
+            self.pending[seq] = [dseq, time.time_ns()]
+        else:
+            count = 1
+            self.dseq += 1
+            dseq = self.dseq
+            self.sseq = seq
+            if self.ack != "none":
+                self.pending[seq] = [dseq, time.time_ns()]
+            else:
+                self.afloor_c, self.afloor_s = dseq, seq
+        remaining = self.stream.store.count(self.sseq + 1, self.flt) if self.sseq < self.stream.store.last_seq \
+            else 0
+        ack_reply = f"$JS.ACK.{self.stream.name}.{self.name}.{count}.{seq}.{dseq}.{m.ts}.{remaining}"
+        hdr = m.hdr or None
+        data = m.data
+        if self.headers_only:
+            extra = f"Nats-Msg-Size: {len(data)}\r\n".encode()
+            hdr = (hdr[:-2] if hdr else b"NATS/1.0\r\n") + extra + b"\r\n"
+            data = b""
+        # delivered under the message's own subject, routed by the deliver subject / request inbox, as
+        # nats-server does (clients read the subject of what they consume, e.g. the KV key)
+        route = self.stream.account.route
+        subj_b = m.subject.encode("utf-8", "surrogateescape")
+        reply_b = ack_reply.encode()
+        if self.push:
+            route(self.deliver_subject, subj_b, reply_b, hdr, data, self.ic)
+            if self.fc:
+                self.fc_bytes += len(data) + len(hdr or b"")
+                if self.fc_bytes >= FC_BYTES:
+                    self._send_flow_control()
+        else:
+            req = self.waiting[0]
+            route(req.reply, subj_b, reply_b, hdr, data, self.ic)
+            req.batch -= 1
+            req.sent_bytes += len(data) + len(hdr or b"")
+            if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):
+                self._end_request(self.waiting.popleft())
+        if self.max_deliver > 0 and count >= self.max_deliver and self.ack != "none":
+            self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {
+                "type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": self.stream.name,
+                "consumer": self.name, "stream_seq": seq, "deliveries": count})
+
+    # ------------------------------------------------------------------ flow control and heartbeats
+
+    def _send_flow_control(self) -> None:
+        self.fc_bytes = 0
+        subj = f"$JS.FC.{self.stream.name}.{os.urandom(4).hex()}.{self.dseq}"
+        self.fc_pending = subj
+        if self._fc_sub is None:
+            self._fc_sub = self.ic.subscribe(f"$JS.FC.{self.stream.name}.>", self._on_fc)
+        self.ic.publish(self.deliver_subject, b"", subj, make_headers(status=100, description="FlowControl Request"))
+
+    def _on_fc(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if subject == self.fc_pending:
+            self.fc_pending = None
+            self.kick()
+
+    def _heartbeat(self) -> None:
+        if self.closed:
+            return
+        idle = time.time_ns() - self.last_active >= self.hb * 0.9
+        if idle and self._has_push_interest():
+            items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+            reply = ""
+            if self.fc_pending is not None:
+                items.append(("Nats-Consumer-Stalled", self.fc_pending))
+            self.ic.publish(self.deliver_subject, b"", reply, make_headers(items, status=100,
+                                                                           description="Idle Heartbeat"))
+        self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
+
+    # ------------------------------------------------------------------ pull requests
+
+    def next_request(self, reply: str, data: bytes) -> None:
+        """CONSUMER.MSG.NEXT: queue a pull request (or answer it with a status)."""
+        if self.push:
+            self._status(reply, 409, "Consumer is push based")
+            return
+        batch, max_bytes, expires, no_wait, hb = 1, 0, 0, False, 0
+        body = data.strip()
+        if body:
+            if body.isdigit():
+                batch = int(body)
+            else:
+                try:
+                    r = _dec.decode(body)
+                except msgspec.DecodeError:
+                    self._status(reply, 400, "Bad Request")
+                    return
+                if not isinstance(r, dict):
+                    self._status(reply, 400, "Bad Request")
+                    return
+                batch = int(r.get("batch") or 1)
+                max_bytes = int(r.get("max_bytes") or 0)
+                expires = int(r.get("expires") or 0)
+                no_wait = bool(r.get("no_wait"))
+                hb = int(r.get("idle_heartbeat") or 0)
+        if self.max_batch and batch > self.max_batch:
+            self._status(reply, 409, f"Exceeded MaxRequestBatch of {self.max_batch}")
+            return
+        if self.max_expires and expires > self.max_expires:
+            self._status(reply, 409, f"Exceeded MaxRequestExpires of {self.max_expires / 1e6:g}ms")
+            return
+        if self.max_bytes_req and max_bytes > self.max_bytes_req:
+            self._status(reply, 409, f"Exceeded MaxRequestMaxBytes of {self.max_bytes_req}")
+            return
+        if hb and expires and hb * 2 > expires:
+            self._status(reply, 400, "Bad Request - heartbeat value too large")
+            return
+        self.last_active = time.time_ns()
+        self._arm_inactive()
+        if len(self.waiting) >= self.max_waiting:
+            self._status(reply, 409, "Exceeded MaxWaiting")
+            return
+        deadline = time.monotonic() + expires / NS if expires else 0.0
+        req = PullRequest(reply, batch, max_bytes, deadline, no_wait, hb)
+        self.waiting.append(req)
+        if expires:
+            self._timers.append(self.loop.call_later(expires / NS, self._expire_waiting))
+        if hb:
+            req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
+        if no_wait and self._no_more_for(req):
+            self.waiting.remove(req)
+            self._end_request(req)
+            if req.batch == batch:
+                self._status(reply, 404, "No Messages")
+            return
+        self._deliver_loop()
+
+    def _no_more_for(self, req: PullRequest) -> bool:
+        if self.redeliver:
+            return False
+        if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending:
+            return True
+        return self.stream.store.load_next(self.sseq + 1, self.flt) is None and self._lps is None
+
+    def _finish_no_wait(self) -> None:
+        keep: deque[PullRequest] = deque()
+        while self.waiting:
+            r = self.waiting.popleft()
+            if r.no_wait and self._no_more_for(r):
+                self._end_request(r)
+                self._status(r.reply, 404, "No Messages", r)
+            else:
+                keep.append(r)
+        self.waiting = keep
+
+    def _expire_waiting(self) -> None:
+        if not self.waiting:
+            return
+        now = time.monotonic()
+        keep: deque[PullRequest] = deque()
+        for r in self.waiting:
+            if r.expires and now >= r.expires:
+                self._end_request(r)
+                self._status(r.reply, 408, "Request Timeout", r)
+            else:
+                keep.append(r)
+        self.waiting = keep
+
+    def _pull_heartbeat(self, req: PullRequest) -> None:
+        if self.closed or req not in self.waiting:
+            return
+        self.ic.publish(req.reply, b"", "", make_headers(status=100, description="Idle Heartbeat"))
+        req.hb_handle = self.loop.call_later(req.heartbeat / NS, self._pull_heartbeat, req)
+
+    def _end_request(self, req: PullRequest) -> None:
+        if req.hb_handle is not None:
+            req.hb_handle.cancel()
+            req.hb_handle = None
+
+    def _status(self, reply: str, code: int, desc: str, req: PullRequest | None = None) -> None:
+        items = []
+        if req is not None and code in (408, 409):
+            items = [("Nats-Pending-Messages", str(req.batch)), ("Nats-Pending-Bytes", str(req.max_bytes and
+                                                                                          req.max_bytes - req.sent_bytes
+                                                                                          or 0))]
+        self.ic.publish(reply, b"", "", make_headers(items, status=code, description=desc))
+
+    # ------------------------------------------------------------------ acks
+
+    def _on_ack(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        toks = subject.split(".")
+        if len(toks) < 9:
+            return
+        try:
+            sseq = int(toks[5])
+            dseq = int(toks[6])
+        except ValueError:
+            return
+        body = payload.strip()
+        kind = body[:4]
+        if not body or kind == b"+ACK":
+            self._ack(sseq, dseq)
+        elif kind == b"-NAK":
+            delay = 0
+            rest = body[4:].strip()
+            if rest:
+                try:
+                    d = _dec.decode(rest)
+                    delay = int(d.get("delay") or 0) if isinstance(d, dict) else 0
+                except msgspec.DecodeError:
+                    delay = 0
+            self._nak(sseq, delay)
+        elif kind == b"+WPI":
+            p = self.pending.get(sseq)
+            if p is not None:
+                p[1] = time.time_ns()
+        elif kind == b"+NXT":
+            self._ack(sseq, dseq)
+            if reply:
+                self.next_request(reply, body[4:].strip())
+                reply = ""
+        elif kind == b"+TER":
+            if sseq in self.pending:
+                del self.pending[sseq]
+                self.rdc.pop(sseq, None)
+                self._advance_floor()
+                reason = body[5:].strip().decode(errors="replace")
+                self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", {
+                    "type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
+                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                    "deliveries": int(toks[4]) if toks[4].isdigit() else 1, "reason": reason})
+                self._save()
+                if self.stream.retention != "limits":
+                    self.stream.ack_msg(sseq)
+        if reply:
+            self.ic.publish(reply, b"")
+        self.last_active = time.time_ns()
+        self.kick()
+
+    def _ack(self, sseq: int, dseq: int) -> None:
+        if self.ack == "none":
+            return
+        if self.ack == "all":
+            acked = [s for s in self.pending if s <= sseq]
+            for s in acked:
+                del self.pending[s]
+                self.rdc.pop(s, None)
+        else:
+            if self.pending.pop(sseq, None) is None:
+                return
+            self.rdc.pop(sseq, None)
+            acked = [sseq]
+        self._advance_floor()
+        self._save()
+        if self.stream.retention != "limits":
+            for s in acked:
+                self.stream.ack_msg(s)
+
+    def _advance_floor(self) -> None:
+        if self.pending:
+            low = min(self.pending)
+            self.afloor_s = low - 1
+            self.afloor_c = self.pending[low][0] - 1
+        else:
+            self.afloor_s = self.sseq
+            self.afloor_c = self.dseq
+
+    def _nak(self, sseq: int, delay: int) -> None:
+        if sseq not in self.pending:
+            return
+        if delay > 0:
+            self.pending[sseq][1] = time.time_ns() - self.ack_wait + delay
+            return
+        if sseq not in self.redeliver:
+            self.redeliver.append(sseq)
+
+    def _ack_check_interval(self) -> float:
+        return max(0.05, min(1.0, self.ack_wait / NS / 4))
+
+    def _check_acks(self) -> None:
+        if self.closed:
+            return
+        if self.pending and self.ack != "none":
+            now = time.time_ns()
+            due = []
+            for s, (_, t) in self.pending.items():
+                n = self.rdc.get(s, 1)
+                wait = self.backoff[min(n - 1, len(self.backoff) - 1)] if self.backoff else self.ack_wait
+                if now - t >= wait and s not in self.redeliver:
+                    due.append(s)
+            for s in sorted(due):
+                if self.max_deliver > 0 and self.rdc.get(s, 1) >= self.max_deliver:
+                    continue  # delivered max times: stays pending, never sent again
+                self.redeliver.append(s)
+            if due:
+                self.kick()
+        self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def _arm_inactive(self) -> None:
+        if not self.inactive:
+            return
+        if self._inactive_handle is not None:
+            self._inactive_handle.cancel()
+        self._inactive_handle = self.loop.call_later(self.inactive / NS, self._inactive_check)
+
+    def _inactive_check(self) -> None:
+        if self.closed:
+            return
+        if self.push and self._has_push_interest():
+            self._arm_inactive()
+            return
+        if not self.push and self.waiting:
+            self._arm_inactive()
+            return
+        self.js.loop_task(self.stream_delete_self())
+
+    async def stream_delete_self(self) -> None:
+        if self.closed:
+            return
+        await self.stop(deleted=True)
+        self.stream.remove_consumer(self.name)
+
+    async def stop(self, deleted: bool = False) -> None:
+        if self.closed:
+            return
+        if not deleted:
+            self._flush_state()
+        self.closed = True
+        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, *self._timers):
+            if h is not None:
+                h.cancel()
+        for r in self.waiting:
+            self._end_request(r)
+            if deleted:
+                self._status(r.reply, 409, "Consumer Deleted")
+        self.waiting.clear()
+        if self._ack_sub is not None:
+            self.ic.unsubscribe(self._ack_sub)
+        if self._fc_sub is not None:
+            self.ic.unsubscribe(self._fc_sub)
+
+    # ------------------------------------------------------------------ info
+
+    def num_pending(self) -> int:
+        st = self.stream.store
+        if self._lps is not None:
+            return len([s for s in self._lps if s > self.sseq])
+        if self.sseq >= st.last_seq:
+            return 0
+        return st.count(self.sseq + 1, self.flt)
+
+    def info(self) -> dict[str, Any]:
+        delivered: dict[str, Any] = {"consumer_seq": self.dseq, "stream_seq": self.sseq}
+        if self.last_active and self.dseq:
+            delivered["last_active"] = rfc3339ns(self.last_active)
+        out: dict[str, Any] = {
+            "stream_name": self.stream.name, "name": self.name, "created": rfc3339ns(self.created),
+            "config": self.config, "delivered": delivered,
+            "ack_floor": {"consumer_seq": self.afloor_c, "stream_seq": self.afloor_s},
+            "num_ack_pending": len(self.pending), "num_redelivered": len(self.rdc),
+            "num_waiting": len(self.waiting), "num_pending": self.num_pending(),
+            "cluster": {"leader": self.js.server.server_name},
+        }
+        if self.push:
+            out["push_bound"] = self._has_push_interest()
+        if self.paused_until and time.time_ns() < self.paused_until:
+            out["paused"] = True
+            out["pause_remaining"] = self.paused_until - time.time_ns()
+        out["ts"] = rfc3339ns(time.time_ns())
+        return out
+
+
+def subject_in_stream(stream: Stream, subject: str) -> bool:
+    return any(subject_is_subset(subject, s) or subjects_overlap(subject, s) for s in stream.config["subjects"])
