@@ -34,18 +34,6 @@ server_name: edge
 leafnodes {{ remotes: [ {{ urls: ["nats://leaf:s3cret@127.0.0.1:{leaf_port}"] }} ] }}
 """
 
-# fallback while `python -m edged run -c` is not available: build Options in code
-EDGED_INLINE = """
-import sys
-from edged.options import LeafNodeOpts, Options, RemoteLeafOpts
-from edged.server import serve
-port, leaf_port = int(sys.argv[1]), int(sys.argv[2])
-o = Options(host="127.0.0.1", port=port, server_name="edge")
-o.leafnodes = LeafNodeOpts(remotes=[RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{leaf_port}"])])
-sys.exit(serve(o))
-"""
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,11 +75,7 @@ class Proc:
 
 
 def _edged_cmd(port: int, leaf_port: int, conf: str) -> list[str]:
-    probe = subprocess.run([sys.executable, "-m", "edged", "run", "--help"], capture_output=True, cwd=ROOT,
-                           timeout=30)
-    if probe.returncode == 0:
-        return [sys.executable, "-m", "edged", "run", "-a", "127.0.0.1", "-p", str(port), "-c", conf]
-    return [sys.executable, "-c", EDGED_INLINE, str(port), str(leaf_port)]
+    return [sys.executable, "-m", "edged", "run", "-a", "127.0.0.1", "-p", str(port), "-c", conf]
 
 
 # ------------------------------------------------------------------------------------ raw clients
@@ -233,6 +217,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<14}{ns['msgs_per_sec']:>16,} m/s{ed['msgs_per_sec']:>12,} m/s{res['ratio_' + k]:>8.2f}{lost}")
     return 0
 
+
+
+def run_report(report: Any) -> None:
+    """Rows for `python -m bench` (raw-socket clients; target >= 0.8x the nats-server leaf)."""
+    res = run(20_000 if report.quick else 200_000, 128)
+    for k, label in (("edge_to_hub", "link edge → hub 128 B"), ("hub_to_edge", "link hub → edge 128 B")):
+        report.add("leaf", label, "msg/s", res["edged"][k]["msgs_per_sec"], res["nats-server"][k]["msgs_per_sec"],
+                   target="≥ 0.8×", check=lambda r: r.ratio >= 0.8)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -181,6 +181,19 @@ class Stream(ABC):
             return m  # type: ignore[no-any-return]
         return None
 
+    def read_batch(self, start: int, filter: FilterArg = None, limit: int = 256) -> list[StoredMsg]:
+        """Up to `limit` messages with seq >= start matching the filter, in order: one read for many
+        deliveries (a consumer's read-ahead)."""
+        out: list[StoredMsg] = []
+        if limit <= 0:
+            return out
+        lo = max(start, self.first_seq)
+        for m in self._scan(lo, self.last_seq, compile_filter(filter), False, True):
+            out.append(m)
+            if len(out) >= limit:
+                break
+        return out
+
     def load_prev(self, start: int, filter: FilterArg = None) -> StoredMsg | None:
         """Last message with seq <= start matching the filter(s)."""
         filt = compile_filter(filter)
