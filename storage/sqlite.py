@@ -169,6 +169,7 @@ class _Batch:
         "consumers",
         "touched",
         "metas",
+        "meta_needed",
     )
 
     def __init__(self, fut: asyncio.Future[None]) -> None:
@@ -182,6 +183,9 @@ class _Batch:
         self.consumers: dict[tuple[int, str], tuple[bytes, bytes] | None] = {}
         self.touched: dict[int, SQLiteStream] = {}
         self.metas: list[tuple[int, int, int, int]] = []
+        # streams whose (first_seq, last_seq, last_ts) row must be written: removals happened. Insert-only
+        # batches skip it (one page write less per commit); load derives those values from the rows.
+        self.meta_needed: set[int] = set()
 
 
 class SQLiteStream(Stream):
@@ -348,6 +352,7 @@ class SQLiteStream(Stream):
         b = self._store._batch()
         b.deletes.append((self._base + seq,))
         b.touched[self._sid] = self
+        b.meta_needed.add(self._sid)
         self._pend.pop(seq, None)
         # Always hide it: a pending row may be committed (and leave the overlay) before this delete is.
         self._gone.add(seq)
@@ -358,6 +363,7 @@ class SQLiteStream(Stream):
         b = self._store._batch()
         b.ranges.append((self._base + lo, self._base + hi))
         b.touched[self._sid] = self
+        b.meta_needed.add(self._sid)
         pend = self._pend
         if pend:
             if hi - lo + 1 > len(pend):
@@ -370,6 +376,7 @@ class SQLiteStream(Stream):
     def _persist_meta(self) -> None:
         b = self._store._batch()
         b.touched[self._sid] = self
+        b.meta_needed.add(self._sid)
 
     def _expired_metas(self, now_ns: int) -> list[Meta]:
         out: list[Meta] = []
@@ -433,6 +440,9 @@ class SQLiteStream(Stream):
         self.bytes = nbytes
         self.last_seq = max(last_seq, (mx & SEQ_MASK) if mx is not None else 0)
         self.last_ts = last_ts
+        if mx is not None and (mx & SEQ_MASK) > last_seq:
+            # rows written after the stream row was last updated (insert-only batches): their own ts
+            self.last_ts = conn.execute("SELECT ts FROM msgs WHERE rowid = ?", (mx,)).fetchone()[0]
         self.first_seq = (mn & SEQ_MASK) if n else max(first_seq, self.last_seq + 1)
         self.subjects = dict(
             conn.execute(
@@ -675,8 +685,10 @@ class SQLiteStore(Store):
                 c.executemany(_DELETE_RANGE, b.ranges)
             if b.configs:
                 c.executemany(_STREAM_CONFIG, [(cfg, sid) for sid, cfg in b.configs.items()])
-            if b.metas:
-                c.executemany(_STREAM_META, b.metas)
+            if b.meta_needed:
+                rows = [m for m in b.metas if m[3] in b.meta_needed]
+                if rows:
+                    c.executemany(_STREAM_META, rows)
             for (sid, name), v in b.consumers.items():
                 if v is None:
                     c.execute(_CONSUMER_DEL, (sid, name))
