@@ -28,6 +28,7 @@ from edged import SERVER_VERSION
 from edged.accounts import Account, Subscription
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
+from edged.protocol import Framer
 from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
@@ -74,35 +75,20 @@ def _size(b: bytes) -> int:
     return int(b)
 
 
-class LeafParser:
+class LeafParser(Framer):
     """Incremental parser for what a hub sends on a leafnode connection."""
 
-    __slots__ = ("max_control_line", "max_payload", "_buf", "_chunks", "_have", "_need", "dead")
+    __slots__ = ()
 
     def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD) -> None:
-        self.max_control_line = max_control_line
-        self.max_payload = max_payload
-        self._buf = b""
-        self._chunks: list[bytes] = []
-        self._have = 0
-        self._need = 0
-        self.dead = False
+        super().__init__(max_control_line, max_payload)
 
     def feed(self, data: bytes) -> list[tuple]:
         if self.dead:
             return []
-        if self._need:
-            self._chunks.append(data)
-            self._have += len(data)
-            if self._have < self._need:
-                return []
-            buf = b"".join(self._chunks)
-            self._chunks.clear()
-            self._have = self._need = 0
-        elif self._buf:
-            buf = self._buf + data
-        else:
-            buf = data
+        buf = self._join(data)
+        if buf is None:
+            return []
         events: list[tuple] = []
         append = events.append
         n = len(buf)

@@ -58,36 +58,52 @@ def _size(b: bytes) -> int:
     return int(b)
 
 
-class ClientParser:
-    """Incremental parser for what a client sends. One per connection."""
+class Framer:
+    """The buffering shared by the line-oriented NATS parsers (client and leafnode): a partial line is
+    kept, and while a large payload is arriving its chunks are kept in a list until enough bytes are
+    there, so a big message is joined once rather than once per read."""
 
     __slots__ = ("max_control_line", "max_payload", "_buf", "_chunks", "_have", "_need", "dead")
 
-    def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024) -> None:
+    def __init__(self, max_control_line: int, max_payload: int) -> None:
         self.max_control_line = max_control_line
         self.max_payload = max_payload
         self._buf = b""
-        # while a large payload is arriving, chunks are kept in a list until enough bytes are there
         self._chunks: list[bytes] = []
         self._have = 0
         self._need = 0
         self.dead = False
 
-    def feed(self, data: bytes) -> list[tuple]:
-        if self.dead:
-            return []
+    def _join(self, data: bytes) -> bytes | None:
+        """The bytes to parse now, or None while a payload is still incomplete."""
         if self._need:
             self._chunks.append(data)
             self._have += len(data)
             if self._have < self._need:
-                return []
+                return None
             buf = b"".join(self._chunks)
             self._chunks.clear()
             self._have = self._need = 0
-        elif self._buf:
-            buf = self._buf + data
-        else:
-            buf = data
+            return buf
+        if self._buf:
+            return self._buf + data
+        return data
+
+
+class ClientParser(Framer):
+    """Incremental parser for what a client sends. One per connection."""
+
+    __slots__ = ()
+
+    def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024) -> None:
+        super().__init__(max_control_line, max_payload)
+
+    def feed(self, data: bytes) -> list[tuple]:
+        if self.dead:
+            return []
+        buf = self._join(data)
+        if buf is None:
+            return []
         events: list[tuple] = []
         append = events.append
         n = len(buf)

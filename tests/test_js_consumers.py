@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import nats
-import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
@@ -19,12 +18,6 @@ from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
-
-@pytest.fixture(params=KINDS)
-def server(request: pytest.FixtureRequest) -> Any:
-    p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="jsc-")]).start()
-    yield p
-    p.stop()
 
 
 def run(coro: Any, timeout: float = 60) -> Any:
@@ -53,7 +46,7 @@ async def err(aw: Any) -> tuple[int, str]:
     raise AssertionError("expected an API error")
 
 
-def test_pull_fetch_ack_and_info(server: ServerProcess) -> None:
+def test_pull_fetch_ack_and_info(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 10)
         psub = await js.pull_subscribe("s.>", durable="P")
@@ -80,7 +73,7 @@ def test_pull_fetch_ack_and_info(server: ServerProcess) -> None:
             out.append("timeout")
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == [b"m0", b"m1", b"m2", b"m3"]
     assert got[1] == ["s.0", "s.1", "s.2", "s.0"]
     assert got[2] == [(1, 1, 9), (2, 2, 8), (3, 3, 7), (4, 4, 6)]
@@ -90,7 +83,7 @@ def test_pull_fetch_ack_and_info(server: ServerProcess) -> None:
     assert got[6] == "timeout"
 
 
-def test_pull_status_codes(server: ServerProcess) -> None:
+def test_pull_status_codes(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 2)
         await js.add_consumer("S", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT, max_waiting=1))
@@ -119,12 +112,12 @@ def test_pull_status_codes(server: ServerProcess) -> None:
         await sub2.unsubscribe()
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == [b"m0", b"m1", "404"]  # what there is, then 404 ends the no_wait request
     assert got[1] == [("408", "Request Timeout"), ("409", "Exceeded MaxWaiting")]
 
 
-def test_push_durable_and_redelivery(server: ServerProcess) -> None:
+def test_push_durable_and_redelivery(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 6)
         seen: list[tuple[bytes, int]] = []
@@ -150,13 +143,13 @@ def test_push_durable_and_redelivery(server: ServerProcess) -> None:
         ci = await js.consumer_info("S", "PUSHER")
         return [sorted(seen), ci.num_redelivered, ci.num_ack_pending]
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == sorted([(b"m0", 1), (b"m1", 1), (b"m1", 2), (b"m2", 1), (b"m2", 2), (b"m3", 1), (b"m4", 1),
                              (b"m5", 1)])
     assert got[1:] == [0, 0]
 
 
-def test_deliver_policies_and_filters(server: ServerProcess) -> None:
+def test_deliver_policies_and_filters(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 9)
         out = []
@@ -180,7 +173,7 @@ def test_deliver_policies_and_filters(server: ServerProcess) -> None:
         out.append(await err(js.delete_consumer("S", "F")))
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0:4] == [1, 0, 3, 3]
     assert got[4] == 6
     assert got[5] == ["s.1", "s.2", "s.1"]
@@ -191,7 +184,7 @@ def test_deliver_policies_and_filters(server: ServerProcess) -> None:
     assert got[10] == (10014, "consumer not found")
 
 
-def test_create_actions(server: ServerProcess) -> None:
+def test_create_actions(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 1)
 
@@ -208,12 +201,12 @@ def test_create_actions(server: ServerProcess) -> None:
                 await create({**base, "max_deliver": 5}, "create"), await create({**base, "max_deliver": 5}),
                 await create({**base, "deliver_policy": "new"})]
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     t = "io.nats.jetstream.api.v1.consumer_create_response"
     assert got == [10149, t, t, 10148, t, 10012]
 
 
-def test_ordered_consumer_and_heartbeats(server: ServerProcess) -> None:
+def test_ordered_consumer_and_heartbeats(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await fill(js, 30)
         sub = await js.subscribe("s.>", ordered_consumer=True, idle_heartbeat=0.2)
@@ -226,11 +219,11 @@ def test_ordered_consumer_and_heartbeats(server: ServerProcess) -> None:
         return [data == [f"m{i}".encode() for i in range(30)], m.headers.get("Status"),
                 m.headers.get("Description"), "Nats-Last-Consumer" in m.headers]
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got == [True, "100", "Idle Heartbeat", True]
 
 
-def test_workqueue_and_interest_retention(server: ServerProcess) -> None:
+def test_workqueue_and_interest_retention(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await js.add_stream(name="WQ", subjects=["wq.>"], retention="workqueue")
         out: list[Any] = []
@@ -257,7 +250,7 @@ def test_workqueue_and_interest_retention(server: ServerProcess) -> None:
         out.append((await js.stream_info("IN")).state.messages)
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got == [1, (10099, "multiple non-filtered consumers not allowed on workqueue stream"), 0, 1, 0]
 
 

@@ -4,22 +4,14 @@ same results (these are client conventions over streams; they must simply work).
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from typing import Any
 
 import nats
-import pytest
 
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
-
-@pytest.fixture(params=KINDS)
-def server(request: pytest.FixtureRequest) -> Any:
-    p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="kv-")]).start()
-    yield p
-    p.stop()
 
 
 def run(coro: Any, timeout: float = 60) -> Any:
@@ -42,7 +34,7 @@ async def exc_name(aw: Any) -> str:
     return "no error"
 
 
-def test_kv_suite(server: ServerProcess) -> None:
+def test_kv_suite(js_server: ServerProcess) -> None:
     async def body(js: Any) -> list[Any]:
         kv = await js.create_key_value(bucket="CFG", history=3)
         out: list[Any] = []
@@ -74,7 +66,7 @@ def test_kv_suite(server: ServerProcess) -> None:
         await w.stop()
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == (1, 2, b"2", 2, "a")
     assert got[1] == b"1"
     assert got[2] == 4
@@ -90,7 +82,7 @@ def test_kv_suite(server: ServerProcess) -> None:
     assert got[12] == (b"3", None, b"live", None)
 
 
-def test_kv_ttl(server: ServerProcess) -> None:
+def test_kv_ttl(js_server: ServerProcess) -> None:
     async def body(js: Any) -> list[Any]:
         kv = await js.create_key_value(bucket="TTL", ttl=1)
         await kv.put("k", b"v")
@@ -98,10 +90,10 @@ def test_kv_ttl(server: ServerProcess) -> None:
         await asyncio.sleep(2.2)
         return [before, await exc_name(kv.get("k"))]
 
-    assert run(session(server, body)) == [b"v", "KeyNotFoundError"]
+    assert run(session(js_server, body)) == [b"v", "KeyNotFoundError"]
 
 
-def test_object_store_suite(server: ServerProcess) -> None:
+def test_object_store_suite(js_server: ServerProcess) -> None:
     async def body(js: Any) -> list[Any]:
         ob = await js.create_object_store("FILES")
         data = bytes(range(256)) * 2000  # 512 000 bytes: several chunks
@@ -124,7 +116,7 @@ def test_object_store_suite(server: ServerProcess) -> None:
         out.append(sorted(i.name for i in await ob.list(ignore_deletes=True)))
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == ("big.bin", 512_000, 4)
     assert got[1] is True
     assert got[2] == ["big.bin", "small.txt"]

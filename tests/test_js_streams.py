@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from typing import Any
 
 import nats
-import pytest
 from nats.js.errors import APIError
 
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
-
-@pytest.fixture(params=KINDS)
-def server(request: pytest.FixtureRequest) -> Any:
-    p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    yield p
-    p.stop()
 
 
 def run(coro: Any, timeout: float = 40) -> Any:
@@ -45,7 +37,7 @@ async def session(server: ServerProcess, body: Any, domain: str | None = None) -
         await nc.close()
 
 
-def test_stream_crud_and_errors(server: ServerProcess) -> None:
+def test_stream_crud_and_errors(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         out: list[Any] = []
         si = await js.add_stream(name="ORDERS", subjects=["orders.>"], max_msgs=100, description="d")
@@ -71,7 +63,7 @@ def test_stream_crud_and_errors(server: ServerProcess) -> None:
         out.append(await err(js.add_stream(name="R3", subjects=["r3"], num_replicas=3)))
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == ("ORDERS", ["orders.>"], "limits", 100, -1, "old", "file", 120.0, 1, "d", 0, 0)
     assert got[1] == "ORDERS"
     assert got[2] == (10058, "stream name already in use with a different configuration")
@@ -88,7 +80,7 @@ def test_stream_crud_and_errors(server: ServerProcess) -> None:
     assert got[13][0] in (10074, 10005)  # single server: replicas > 1 refused (nats-server 2.15 may say no peers)
 
 
-def test_publish_headers(server: ServerProcess) -> None:
+def test_publish_headers(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         out: list[Any] = []
         await js.add_stream(name="S", subjects=["s.>"], allow_rollup_hdrs=True)
@@ -118,7 +110,7 @@ def test_publish_headers(server: ServerProcess) -> None:
         out.append(await err(js.publish("nr", b"", headers={"Nats-Rollup": "all"})))
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == (1, 1, True)
     assert got[1] == (10060, "expected stream does not match")
     assert got[2] == (10071, "wrong last sequence: 1")
@@ -133,7 +125,7 @@ def test_publish_headers(server: ServerProcess) -> None:
     assert got[11] == (10111, "rollup not permitted")
 
 
-def test_get_delete_purge(server: ServerProcess) -> None:
+def test_get_delete_purge(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         out: list[Any] = []
         await js.add_stream(name="S", subjects=["s.*"])
@@ -164,7 +156,7 @@ def test_get_delete_purge(server: ServerProcess) -> None:
         out.append((await err(js.purge_stream("LOCKED")))[0])
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == ("s.1", 2, b"m1", {"K": "1"})
     assert got[1] == (10, b"m9")
     assert got[2] == 6
@@ -179,7 +171,7 @@ def test_get_delete_purge(server: ServerProcess) -> None:
     assert got[11] == 10110
 
 
-def test_limits(server: ServerProcess) -> None:
+def test_limits(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         out: list[Any] = []
         await js.add_stream(name="OLD", subjects=["old"], max_msgs=3)
@@ -209,7 +201,7 @@ def test_limits(server: ServerProcess) -> None:
         out.append((await js.stream_info("AGE")).state.messages)
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got[0] == (3, 3)
     assert got[1] == (10077, "maximum messages exceeded")
     assert got[2] == 4
@@ -218,7 +210,7 @@ def test_limits(server: ServerProcess) -> None:
     assert got[5:] == [1, 0]
 
 
-def test_names_list_paging_and_account_info(server: ServerProcess) -> None:
+def test_names_list_paging_and_account_info(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         for i in range(5):
             await js.add_stream(name=f"S{i}", subjects=[f"s{i}.>"])
@@ -228,11 +220,11 @@ def test_names_list_paging_and_account_info(server: ServerProcess) -> None:
         r = await nc.request("$JS.API.STREAM.NAMES", b'{"subject":"s3.a"}', timeout=2)
         return [ai.streams, ai.storage > 0, names, json.loads(r.data)["streams"], json.loads(r.data)["total"]]
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got == [5, True, ["S0", "S1", "S2", "S3", "S4"], ["S3"], 1]
 
 
-def test_direct_get(server: ServerProcess) -> None:
+def test_direct_get(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await js.add_stream(name="KVISH", subjects=["k.>"], allow_direct=True, max_msgs_per_subject=1)
         await js.publish("k.a", b"1")
@@ -245,11 +237,11 @@ def test_direct_get(server: ServerProcess) -> None:
         return [(m.seq, m.data), (r.data, r.headers["Nats-Sequence"], r.headers["Nats-Subject"]),
                 (missing.headers or {}).get("Status"), (by_seq.data, by_seq.headers["Nats-Stream"])]
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got == [(3, b"3"), (b"2", "2", "k.b"), "404", (b"2", "KVISH")]
 
 
-def test_msg_ttl(server: ServerProcess) -> None:
+def test_msg_ttl(js_server: ServerProcess) -> None:
     async def body(nc: Any, js: Any) -> list[Any]:
         await js.add_stream(name="NOTTL", subjects=["nottl"])
         out: list[Any] = [await err(js.publish("nottl", b"", headers={"Nats-TTL": "1s"}))]
@@ -262,7 +254,7 @@ def test_msg_ttl(server: ServerProcess) -> None:
         out.append(await err(js.publish("ttl", b"", headers={"Nats-TTL": "soon"})))
         return out
 
-    got = run(session(server, body))
+    got = run(session(js_server, body))
     assert got == [(10166, "per-message TTL is disabled"), 2, 1, (10165, "invalid per-message TTL")]
 
 
