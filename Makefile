@@ -30,7 +30,12 @@ test: $(VENV)/.installed-test
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 -q -m '' $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed-test
+$(VENV)/.installed-bench: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[test,speed]'
+	touch $@
+
+# benchmarks run with uvloop (extra `speed`), as a production install would
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(VENV)/.installed-test

@@ -413,6 +413,7 @@ def direct_get(req: ApiRequest) -> None:
         last = 0
         max_bytes = int(body.get("max_bytes") or 0)
         size = 0
+        pending = 0
         while m is not None and sent < batch:
             size += len(m.data) + len(m.hdr)
             if max_bytes and sent and size > max_bytes:
@@ -425,7 +426,7 @@ def direct_get(req: ApiRequest) -> None:
         if not sent:
             ic.publish(reply, b"", "", make_headers(status=404, description="Message Not Found"))
             return None
-        _send_eob(ic, reply, stream, last)
+        _send_eob(ic, reply, stream, last, pending)
         return None
     try:
         m = _lookup(stream, body)
@@ -449,8 +450,8 @@ def _send_direct(ic: Any, reply: str, stream: Stream, m: Any, pending: int = -1,
     ic.publish(reply, m.data, "", base + extra.encode() + b"\r\n")
 
 
-def _send_eob(ic: Any, reply: str, stream: Stream, last: int) -> None:
-    hdr = make_headers([("Nats-Num-Pending", "0"), ("Nats-Last-Sequence", str(last))], status=204,
+def _send_eob(ic: Any, reply: str, stream: Stream, last: int, pending: int = 0) -> None:
+    hdr = make_headers([("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last))], status=204,
                        description="EOB")
     ic.publish(reply, b"", "", hdr)
 
