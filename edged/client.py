@@ -105,6 +105,9 @@ class ClientConnection(asyncio.Protocol):
             return
         srv.register_client(self)
         if self.tls_upgrade:
+            # the ClientHello must reach start_tls, not our parser: read nothing until the task runs
+            # (start_tls resumes reading on the TLS side itself)
+            transport.pause_reading()
             srv.loop.create_task(self._upgrade_tls())
         if self.auth_pending:
             self._auth_timer = srv.loop.call_later(self.opts.effective_auth_timeout(), self._auth_timeout)
