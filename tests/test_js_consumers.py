@@ -326,3 +326,30 @@ def test_kill9_under_consume_and_ack() -> None:
         p.stop()
     assert not acked & set(after)  # no acked message comes back
     assert acked | set(after) == {str(i).encode() for i in range(3000)}  # no unacked one is lost
+
+
+def test_replay_original_rate_limit_and_ack_samples(js_server: ServerProcess) -> None:
+    async def body(nc: Any, js: Any) -> list[Any]:
+        await js.add_stream(name="R", subjects=["r"])
+        for i in range(3):
+            await js.publish("r", str(i).encode())
+            await asyncio.sleep(0.4)
+        metrics = await nc.subscribe("$JS.EVENT.METRIC.CONSUMER.ACK.R.>")
+        times = []
+        done = asyncio.Event()
+
+        async def cb(m: Any) -> None:
+            times.append(time.monotonic())
+            await m.ack()
+            if len(times) == 3:
+                done.set()
+
+        await js.subscribe("r", cb=cb, durable="REPLAY", manual_ack=True,
+                           config=ConsumerConfig(replay_policy="original", sample_freq="100%"))
+        await asyncio.wait_for(done.wait(), 10)
+        sample = json.loads((await metrics.next_msg(2)).data)
+        return [round(times[2] - times[0], 1), sample["type"], sample["stream_seq"]]
+
+    got = run(session(js_server, body))
+    assert 0.6 <= got[0] <= 1.2  # the 0.4 s gaps between the publishes are replayed
+    assert got[1:] == ["io.nats.jetstream.metric.v1.consumer_ack", 1]

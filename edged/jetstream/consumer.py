@@ -284,6 +284,10 @@ class Consumer:
         self._hb_handle: asyncio.TimerHandle | None = None
         self._inactive_handle: asyncio.TimerHandle | None = None
         self._expire_handle: asyncio.TimerHandle | None = None
+        self._pace_handle: asyncio.TimerHandle | None = None
+        self._pace_last_ts = 0
+        self._pace_sent_at = 0.0
+        self._pace_bytes = 0
         self.paused_until = 0
         self._np: int | None = None  # cached num_pending; None = count again
         self._buf: deque[Any] = deque()  # read-ahead of the next messages after sseq
@@ -321,6 +325,10 @@ class Consumer:
         self.max_batch = c.get("max_batch") or 0
         self.max_expires = c.get("max_expires") or 0
         self.max_bytes_req = c.get("max_bytes") or 0
+        self.rate_bps = int(c.get("rate_limit_bps") or 0)
+        sf = str(c.get("sample_freq") or "").strip().rstrip("%")
+        self.sample = min(100, max(0, int(sf))) / 100 if sf.isdigit() else 0.0
+        self.replay_original = c["replay_policy"] == "original"
         pu = c.get("pause_until")
         self.paused_until = parse_rfc3339(pu) if pu else 0
 
@@ -480,6 +488,9 @@ class Consumer:
             self._expire_waiting()
             if not self.waiting:
                 return
+        if self._pace_handle is not None:
+            return  # a paced (rate-limited / replay original) delivery is scheduled
+        paced = self.push and (self.rate_bps > 0 or self.replay_original)
         n = 0
         while n < 4096:
             if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
@@ -492,7 +503,21 @@ class Consumer:
                 break
             if redelivery:
                 self._redeliver_set.discard(self.redeliver.popleft())
+            if paced and not redelivery:
+                delay = self._pace_delay(m)
+                if delay > 0:
+                    # hold this one back until its time; it is taken again from the read-ahead
+                    if self._lps is not None:
+                        self._lps.insert(0, m.seq)
+                    else:
+                        self._buf.appendleft(m)
+                    self._pace_handle = self.loop.call_later(delay, self._paced)
+                    break
             self._send(m, redelivery)
+            if paced:
+                self._pace_last_ts = m.ts
+                self._pace_sent_at = time.monotonic()
+                self._pace_bytes = len(m.data) + len(m.hdr or b"") + len(m.subject)
             n += 1
             if self.fc_pending is not None:
                 break
@@ -505,6 +530,23 @@ class Consumer:
             self._finish_no_wait()
         if n >= 4096:
             self.kick()
+
+    def _pace_delay(self, m: Any) -> float:
+        """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
+        timestamps, rate_limit_bps spaces messages by their size."""
+        if not self._pace_sent_at:
+            return 0.0
+        since = time.monotonic() - self._pace_sent_at
+        want = 0.0
+        if self.replay_original and self._pace_last_ts:
+            want = max(want, (m.ts - self._pace_last_ts) / NS)
+        if self.rate_bps > 0:
+            want = max(want, self._pace_bytes * 8 / self.rate_bps)
+        return want - since
+
+    def _paced(self) -> None:
+        self._pace_handle = None
+        self._deliver_loop()
 
     def _send(self, m: Any, redelivery: bool) -> None:
         seq = m.seq
@@ -779,10 +821,16 @@ class Consumer:
                 del self.pending[s]
                 self.rdc.pop(s, None)
         else:
-            if self.pending.pop(sseq, None) is None:
+            p = self.pending.pop(sseq, None)
+            if p is None:
                 return
-            self.rdc.pop(sseq, None)
+            deliveries = self.rdc.pop(sseq, 1)
             acked = [sseq]
+            if self.sample and (self.sample >= 1 or int.from_bytes(os.urandom(2), "big") < self.sample * 65536):
+                self.js.advisory(self.stream.jsa, f"CONSUMER.ACK.{self.stream.name}.{self.name}", {
+                    "type": "io.nats.jetstream.metric.v1.consumer_ack", "stream": self.stream.name,
+                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                    "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
         self._advance_floor()
         self._save()
         if self.stream.retention != "limits":
@@ -872,7 +920,8 @@ class Consumer:
         if not deleted:
             self._flush_state()
         self.closed = True
-        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, *self._timers):
+        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, self._pace_handle,
+                  *self._timers):
             if h is not None:
                 h.cancel()
         for r in self.waiting:

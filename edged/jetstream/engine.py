@@ -341,12 +341,13 @@ class JetStream:
             b += b',"duplicate":true'
         jsa.internal.publish(reply, b + b"}")
 
-    def advisory(self, jsa: JSAccount, suffix: str, body: dict[str, Any]) -> None:
+    def advisory(self, jsa: JSAccount, suffix: str, body: dict[str, Any], kind: str = "ADVISORY") -> None:
+        """Publish on `$JS.EVENT.<kind>.<suffix>` (ADVISORY, or METRIC for ack samples), as nats-server."""
         body.setdefault("id", os.urandom(11).hex())
         body.setdefault("timestamp", rfc3339ns(time.time_ns()))
         if self.domain:
             body.setdefault("domain", self.domain)
-        jsa.internal.publish(f"$JS.EVENT.ADVISORY.{suffix}", _encode(body))
+        jsa.internal.publish(f"$JS.EVENT.{kind}.{suffix}", _encode(body))
 
     def transform(self, rule: tuple[str, str], subject: str) -> str:
         """Subject transform with nats-server's `{{wildcard(n)}}` / `$n` placeholders and `>` tail."""
