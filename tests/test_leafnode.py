@@ -740,7 +740,11 @@ def test_monitoring_endpoints(hub: Hub) -> None:
             if srv.monitor is None:
                 pytest.skip("monitoring (edged.monitor) not available")
             assert await srv.leafnodes.wait_connected(5)
-            code, lz = await asyncio.to_thread(get, "/leafz?subs=1")
+            for _ in range(60):  # until the first PING is answered and the RTT is known
+                code, lz = await asyncio.to_thread(get, "/leafz?subs=1")
+                if code == 200 and lz.get("leafs") and lz["leafs"][0].get("rtt") != "0s":
+                    break
+                await asyncio.sleep(0.05)
             assert code == 200 and lz["leafnodes"] == 1
             leaf = lz["leafs"][0]
             assert {"id", "name", "is_spoke", "account", "ip", "port", "rtt", "in_msgs", "out_msgs", "in_bytes",
