@@ -148,6 +148,8 @@ class ClientConnection(asyncio.Protocol):
             # flush what this read produced now rather than a loop turn later: lower request latency,
             # and the whole read is still coalesced into one write per receiving connection
             srv = self.server
+            for hook in srv.read_hooks:
+                hook()
             if srv._flushq:
                 srv.flush_now()
 

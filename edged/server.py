@@ -57,7 +57,8 @@ class Server:
         self._stopped: asyncio.Event | None = None
         self.client_port = 0
         self.monitor: Any = None
-        self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, MQTT, leafnodes...
+        self.services: list[Any] = []
+        self.read_hooks: list[Any] = []  # called after each socket read is processed, before the flush  # subsystems with async start()/stop(): JetStream, MQTT, leafnodes...
         self.reloads = 0
         self.config_load_time = time.time()
         self._build_accounts()

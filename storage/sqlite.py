@@ -639,6 +639,12 @@ class SQLiteStore(Store):
         f.set_result(None)
         return f
 
+    def kick(self) -> None:
+        """Start committing what is queued now instead of on the next loop turn (the server calls this
+        at the end of each socket read, so a request's commit does not wait a turn)."""
+        if self._kicked and self._open is not None and self._inflight is None:
+            self._start()
+
     def _start(self) -> None:
         self._kicked = False
         b = self._open

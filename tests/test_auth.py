@@ -54,6 +54,17 @@ async def errors_of(url: str, action: Any, **kw: Any) -> list[str]:
     return errs
 
 
+async def request_when_ready(nc: Any, subject: str) -> Any:
+    """A request, retried while the responder's interest is still propagating (nats-server under load
+    can answer 503 for a moment after the responder's flush)."""
+    for _ in range(20):
+        try:
+            return await nc.request(subject, b"", timeout=2)
+        except NoRespondersError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no responders for {subject}")
+
+
 async def gather(*coros: Any) -> list[Any]:
     return [await c for c in coros]
 
@@ -259,7 +270,7 @@ def test_allow_responses(kind: str) -> None:
 
             await svc.subscribe("svc.ping", cb=handler)
             await svc.flush()
-            reply = (await adm.request("svc.ping", b"", timeout=2)).data
+            reply = (await request_when_ready(adm, "svc.ping")).data
 
             async def err_cb(e: Exception) -> None:
                 errs.append(str(e))
@@ -364,7 +375,7 @@ def test_operator_mode_accounts_isolated(kind: str) -> None:
 
             await b.subscribe("svc", cb=respond)
             await b.flush()
-            r = (await a.request("svc", b"", timeout=2)).data
+            r = (await request_when_ready(a, "svc")).data
             try:
                 await a.request("nobody", b"", timeout=1)
                 nr = "answered"

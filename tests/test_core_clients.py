@@ -115,15 +115,19 @@ def test_drain_delivers_pending_then_closes(srv):
         got = []
 
         async def cb(m):
+            await asyncio.sleep(0.001)  # slow handler: messages queue up in the client
             got.append(m.data)
 
-        await nc.subscribe("drain.x", cb=cb)
+        sub = await nc.subscribe("drain.x", cb=cb)
         await nc.flush()
         for i in range(100):
             await pub.publish("drain.x", b"%d" % i)
         await pub.flush()
-        await nc.flush()  # the server answers PONG after it has written every MSG to nc
-        await nc.drain()
+        for _ in range(500):  # every message has reached the client (handled or queued)
+            if len(got) + sub.pending_msgs >= 100:
+                break
+            await asyncio.sleep(0.01)
+        await nc.drain()  # must hand every queued message to the handler before closing
         await pub.close()
         return got, nc.is_closed
 

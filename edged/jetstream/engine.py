@@ -22,7 +22,7 @@ from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
 from edged.sublist import subject_matches
-from storage import MemoryStore, SQLiteStore
+from storage import MemoryStore, SQLiteStore, StoreError
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -143,6 +143,7 @@ class JetStream:
         self.consumer_factory: Callable[..., Any] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._batch_acks: dict[Any, list[tuple[JSAccount, str, str, int]]] = {}
         self.started = 0.0
         from edged.jetstream import api
 
@@ -161,6 +162,7 @@ class JetStream:
         self.file_store = SQLiteStore(self.store_dir, sync_interval=self.config.sync_interval)
         await self.file_store.open()
         await self.mem_store.open()
+        self.server.read_hooks.append(self.file_store.kick)
         for name, acc in list(self.server.accounts.items()):
             if name == self.server.system_account_name:
                 continue
@@ -212,6 +214,8 @@ class JetStream:
                         r = stop(deleted=False)
                         if inspect.isawaitable(r):
                             await r
+        if self.file_store is not None and self.file_store.kick in self.server.read_hooks:
+            self.server.read_hooks.remove(self.file_store.kick)
         for acc, sub in self._api_subs:
             acc.internal.unsubscribe(sub)
         self._api_subs.clear()
@@ -340,6 +344,28 @@ class JetStream:
         if duplicate:
             b += b',"duplicate":true'
         jsa.internal.publish(reply, b + b"}")
+
+    def ack_after(self, committed: Any, jsa: JSAccount, reply: str, stream: str, seq: int) -> None:
+        """Send this PubAck once `committed` (a group-commit batch) resolves. One callback per batch,
+        not per message, and one socket flush for all the acks of the batch."""
+        acks = self._batch_acks.get(committed)
+        if acks is None:
+            acks = self._batch_acks[committed] = []
+            committed.add_done_callback(self._batch_committed)
+        acks.append((jsa, reply, stream, seq))
+
+    def _batch_committed(self, f: Any) -> None:
+        acks = self._batch_acks.pop(f, ())
+        exc = f.exception() if not f.cancelled() else StoreError("cancelled")
+        if exc is not None:
+            for jsa, reply, stream, _ in acks:
+                self.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
+                                            "stream": stream, "seq": 0})
+        else:
+            send = self.send_ack
+            for jsa, reply, stream, seq in acks:
+                send(jsa, reply, stream, seq)
+        self.server.flush_now()
 
     def advisory(self, jsa: JSAccount, suffix: str, body: dict[str, Any], kind: str = "ADVISORY") -> None:
         """Publish on `$JS.EVENT.<kind>.<suffix>` (ADVISORY, or METRIC for ack samples), as nats-server."""

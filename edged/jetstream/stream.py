@@ -419,20 +419,10 @@ class Stream:
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
             self.jsa.recount(self)
         if reply and not self.no_ack:
-            js, jsa, name = self.js, self.jsa, self.name
-
-            def acked(f: Any) -> None:
-                exc = f.exception() if not f.cancelled() else StoreError("cancelled")
-                if exc is not None:
-                    js.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
-                                              "stream": name, "seq": 0})
-                else:
-                    js.send_ack(jsa, reply, name, seq)
-
             if hasattr(committed, "add_done_callback"):
-                committed.add_done_callback(acked)
+                self.js.ack_after(committed, self.jsa, reply, self.name, seq)
             else:
-                js.send_ack(jsa, reply, name, seq)
+                self.js.send_ack(self.jsa, reply, self.name, seq)
 
     def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
         src, dest, headers_only = self.republish  # type: ignore[misc]
