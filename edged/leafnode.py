@@ -1284,10 +1284,11 @@ class RemoteLink:
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+            # bounded: a dial stuck in a handshake must not hold up the server's shutdown
+            done, _ = await asyncio.wait({self.task}, timeout=2.0)
+            for t in done:
+                if not t.cancelled():
+                    t.exception()
         if self.conn is not None:
             self.conn.close("Server Shutdown")
 
