@@ -1,7 +1,10 @@
 """`edged` command line: `run` (the default) with nats-server's flags, `check`, `--version`, `--signal`.
 
-Flags override the config file, as in nats-server, so scripts written for nats-server start edged
-unchanged.
+Flags are nats-server's (server/opts.go ConfigureOptions) and are parsed the way Go's flag package
+parses them, so scripts written for nats-server start edged unchanged: `-port 4222`, `--port=4222`,
+`-js`, `-sd DIR`, `-DV`, `-tls=false` all work. Flags override the config file, also after a reload
+(SIGHUP), as nats-server's FlagSnapshot does. nats-server flags for features edged lacks (cluster,
+routes, HTTPS monitoring, ...) are accepted and reported as warnings, like unsupported config keys.
 """
 
 from __future__ import annotations
@@ -10,59 +13,210 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from edged import SERVER_VERSION, __version__
 from edged.conf import ConfigError
-from edged.options import Options, TLSConfig
+from edged.options import ConfigWarning, Options, TLSConfig
 
 # nats-server's --signal commands (server/signal.go): stop is SIGKILL, quit SIGINT, term SIGTERM
 SIGNALS = {"stop": signal.SIGKILL, "quit": signal.SIGINT, "term": signal.SIGTERM, "reopen": signal.SIGUSR1,
            "reload": signal.SIGHUP, "ldm": signal.SIGUSR2}
 
+COMMANDS = ("run", "check", "version", "help")
+
+# nats-server flags edged accepts but does not act on: dest -> why (reported as a warning)
+_UNSUPPORTED_FLAGS = {
+    "https_port": "monitoring over HTTPS is not supported; use -m",
+    "cluster": "clustering is not supported: edged is a single server",
+    "cluster_advertise": "clustering is not supported",
+    "no_advertise": "clustering is not supported",
+    "connect_retries": "clustering is not supported",
+    "cluster_name": "clustering is not supported",
+    "routes": "clustering (routes) is not supported",
+    "profile": "the Go profiler has no meaning for edged",
+    "remote_syslog": "remote syslog is not supported",
+    "syslog": "syslog is not supported; logs go to stderr (journald under systemd)",
+    "log_size_limit": "log rotation by size is not supported; use logrotate and --signal reopen",
+    "logtime_utc": "log timestamps are always local time",
+    "max_traced_msg_len": "max_traced_msg_len is ignored",
+    "ports_file_dir": "ports files are not written by edged",
+}
+
+TLS_HELP = """TLS options (as nats-server):
+    --tls                      Enable TLS, do not verify clients (default: false)
+    --tlscert <file>           Server certificate file
+    --tlskey <file>            Private key for server certificate
+    --tlsverify                Enable TLS, verify client certificates
+    --tlscacert <file>         Client certificate CA for verification
+Any of them replaces the config file's tls block; --tls=false turns TLS off."""
+
+
+class UsageError(Exception):
+    """A bad command line (nats-server exits 1 for it, so edged does too)."""
+
+
+class FlagError(ValueError):
+    """A flag value edged cannot use (e.g. --tls without a certificate)."""
+
+
+class _Help(argparse.HelpFormatter):
+    """Boolean flags take an optional `=true|false` (Go's flag package); show them as plain switches."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if action.nargs == "?" and action.const is True:
+            return ""
+        return super()._format_args(action, default_metavar)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if action.nargs == "?" and action.const is True:
+            return ", ".join(action.option_strings)
+        return super()._format_action_invocation(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _gobool(s: str) -> bool:
+    """Go's strconv.ParseBool, used by its flag package for `-flag=value`."""
+    if s in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if s in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {s!r}")
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="edged", add_help=False,
-                                description="edged: a NATS-compatible edge gateway (nats-server flags accepted)")
-    a = p.add_argument
-    a("-h", "--help", action="help", help="show this help and exit")
-    a("-v", "--version", action="store_true", help="print the version and exit")
-    a("-c", "--config", help="configuration file (nats-server syntax)")
-    a("-t", dest="test_config", action="store_true", help="test the configuration and exit (as `edged check`)")
-    a("-a", "--addr", "--net", dest="host", help="client listen address")
-    a("-p", "--port", type=int, help="client port (default 4222)")
-    a("-n", "--name", "--server_name", dest="server_name", help="server name")
-    a("-m", "--http_port", type=int, help="monitoring HTTP port")
-    a("--client_advertise", help="client URL to advertise")
-    a("-P", "--pid", dest="pid_file", help="file to write the process id to")
-    a("-l", "--log", dest="log_file", help="log file")
-    a("-T", "--logtime", dest="logtime", type=_bool, help="timestamps in log lines (default true)")
-    a("-D", "--debug", action="store_true", default=None, help="debug logging")
-    a("-V", "--trace", action="store_true", default=None, help="protocol tracing")
-    a("-DV", dest="debug_trace", action="store_true", help="debug and trace")
-    a("-DVV", dest="debug_trace_verbose", action="store_true", help="debug and verbose trace")
-    a("--user", help="user required for connections")
-    a("--pass", dest="password", help="password required for connections")
-    a("--auth", help="authorization token required for connections")
-    a("--no_auth_user", help="user for connections that present no credentials")
-    a("-js", "--jetstream", action="store_true", default=None, help="enable JetStream")
-    a("-sd", "--store_dir", help="JetStream store directory")
-    a("--tls", action="store_true", default=None, help="enable TLS on the client port")
-    a("--tlscert", help="server certificate file")
-    a("--tlskey", help="server private key file")
-    a("--tlsverify", action="store_true", default=None, help="require and verify client certificates")
-    a("--tlscacert", help="CA certificate to verify client certificates")
-    a("--max_payload", type=int, help=argparse.SUPPRESS)
-    a("-sl", "--signal", help="send a signal to a running edged: stop|quit|term|reopen|reload|ldm[=PID|PIDFILE]")
+    p = _Parser(prog="edged", add_help=False, allow_abbrev=False, formatter_class=_Help,
+                usage="edged [run|check] [flags]   (nats-server's flags; `edged -h` lists them)",
+                description="edged: a NATS-compatible edge gateway. Flags override the config file.")
+
+    def flag(*names: str, boolean: bool = False, **kw: Any) -> None:
+        """Register `names`, plus the other dash form of each (Go accepts -name and --name alike)."""
+        if boolean:
+            kw.update(nargs="?", const=True, type=_gobool, default=None)
+        p.add_argument(*names, **kw)
+        alts = [n[1:] if n.startswith("--") else "-" + n for n in names if len(n.lstrip("-")) > 1]
+        if alts:
+            hidden = dict(kw, help=argparse.SUPPRESS)
+            hidden.setdefault("dest", names[-1].lstrip("-").replace("-", "_"))
+            p.add_argument(*alts, **hidden)
+
+    flag("-h", "--help", action="help", help="show this help and exit")
+    flag("--help_tls", boolean=True, help="show the TLS flags and exit")
+    flag("-v", "--version", boolean=True, help="print the version and exit")
+    flag("-c", "--config", dest="config", help="configuration file (nats-server syntax)")
+    flag("-t", dest="test_config", boolean=True, help="check the configuration file and exit (as `edged check`)")
+    # server
+    flag("-a", "--addr", "--net", dest="host", help="client listen address (default 0.0.0.0)")
+    flag("-p", "--port", dest="port", type=int, help="client port (default 4222, -1 for random)")
+    flag("-n", "--name", "--server_name", dest="server_name", help="server name (default: the server id)")
+    flag("--client_advertise", dest="client_advertise", help="client URL to advertise")
+    flag("-m", "--http_port", dest="http_port", type=int, help="monitoring HTTP port")
+    flag("-ms", "--https_port", dest="https_port", type=int, help=argparse.SUPPRESS)
+    flag("-P", "--pid", dest="pid_file", help="file to write the process id to")
+    flag("--ports_file_dir", dest="ports_file_dir", help=argparse.SUPPRESS)
+    flag("-sl", "--signal", dest="signal",
+         help="send a signal to a running edged: stop|quit|term|reopen|reload|ldm[=PID|PIDFILE] (or with -P)")
+    # logging
+    flag("-l", "--log", dest="log_file", help="log file")
+    flag("-T", "--logtime", dest="logtime", boolean=True, help="timestamp log lines (default true)")
+    flag("--logtime_utc", dest="logtime_utc", boolean=True, help=argparse.SUPPRESS)
+    flag("-s", "--syslog", dest="syslog", boolean=True, help=argparse.SUPPRESS)
+    flag("-r", "--remote_syslog", dest="remote_syslog", help=argparse.SUPPRESS)
+    flag("--log_size_limit", dest="log_size_limit", type=int, help=argparse.SUPPRESS)
+    flag("--max_traced_msg_len", dest="max_traced_msg_len", type=int, help=argparse.SUPPRESS)
+    flag("-D", "--debug", dest="debug", boolean=True, help="debug logging")
+    flag("-V", "--trace", dest="trace", boolean=True, help="protocol tracing")
+    flag("-VV", dest="trace_verbose", boolean=True, help="verbose tracing")
+    flag("-DV", dest="debug_trace", boolean=True, help="debug and trace")
+    flag("-DVV", dest="debug_trace_verbose", boolean=True, help="debug and verbose trace")
+    # auth
+    flag("--user", dest="user", help="user required for connections")
+    flag("--pass", dest="password", help="password required for connections")
+    flag("--auth", dest="auth", help="authorization token required for connections")
+    # TLS
+    flag("--tls", dest="tls", boolean=True, help="enable TLS on the client port")
+    flag("--tlscert", dest="tlscert", help="server certificate file")
+    flag("--tlskey", dest="tlskey", help="server private key file")
+    flag("--tlsverify", dest="tlsverify", boolean=True, help="require and verify client certificates")
+    flag("--tlscacert", dest="tlscacert", help="CA certificate to verify client certificates")
+    # JetStream
+    flag("-js", "--jetstream", dest="jetstream", boolean=True, help="enable JetStream")
+    flag("-sd", "--store_dir", dest="store_dir", help="JetStream store directory")
+    # clustering and profiling (nats-server flags edged has no use for)
+    flag("--cluster", "--cluster_listen", dest="cluster", help=argparse.SUPPRESS)
+    flag("--cluster_advertise", dest="cluster_advertise", help=argparse.SUPPRESS)
+    flag("--no_advertise", dest="no_advertise", boolean=True, help=argparse.SUPPRESS)
+    flag("--connect_retries", dest="connect_retries", type=int, help=argparse.SUPPRESS)
+    flag("--cluster_name", dest="cluster_name", help=argparse.SUPPRESS)
+    flag("--routes", dest="routes", help=argparse.SUPPRESS)
+    flag("--profile", dest="profile", type=int, help=argparse.SUPPRESS)
     return p
 
 
-def _bool(s: str) -> bool:
-    if s.lower() in ("1", "true", "yes", "on"):
-        return True
-    if s.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {s!r}")
+def flag_applier(ns: argparse.Namespace) -> Callable[[Options], None]:
+    """A function putting the command-line flags on top of options read from a config file."""
+
+    def apply(opts: Options) -> None:
+        plain = {"host": ns.host, "port": ns.port, "http_port": ns.http_port,
+                 "client_advertise": ns.client_advertise, "pid_file": ns.pid_file, "log_file": ns.log_file,
+                 "logtime": ns.logtime}
+        for k, v in plain.items():
+            if v is not None:
+                setattr(opts, k, v)
+        if ns.server_name is not None:
+            if " " in ns.server_name:
+                raise FlagError("server name can not contain spaces")
+            opts.server_name = ns.server_name
+        # -D/-V set one level; -DV/-DVV/-VV set both (or unset with =false), as nats-server
+        if ns.debug is not None:
+            opts.debug = ns.debug
+        if ns.trace is not None:
+            opts.trace = ns.trace
+        if ns.trace_verbose is not None:
+            opts.trace = ns.trace_verbose
+        for combined in (ns.debug_trace, ns.debug_trace_verbose):
+            if combined is not None:
+                opts.debug = opts.trace = combined
+        if ns.user is not None:
+            opts.username = ns.user
+        if ns.password is not None:
+            opts.password = ns.password
+        if ns.auth is not None:
+            opts.authorization = ns.auth
+        if ns.jetstream is not None:
+            opts.jetstream.enabled = ns.jetstream
+        if ns.store_dir is not None:
+            opts.jetstream.store_dir = ns.store_dir
+        _apply_tls_flags(ns, opts)
+        for dest, why in _UNSUPPORTED_FLAGS.items():
+            v = getattr(ns, dest)
+            if v is not None and v is not False:
+                opts.warnings.append(ConfigWarning(f"--{dest}", "command line",
+                                                   f"--{dest} is not supported by edged and is ignored: {why}"))
+
+    return apply
+
+
+def _apply_tls_flags(ns: argparse.Namespace, opts: Options) -> None:
+    """Any TLS flag replaces the config's tls block (nats-server's overrideTLS); --tls=false removes it."""
+    if ns.tls is False:
+        opts.tls = None
+        return
+    if not any(v is not None for v in (ns.tls, ns.tlscert, ns.tlskey, ns.tlsverify, ns.tlscacert)):
+        return
+    if not ns.tlscert:
+        raise FlagError("TLS Server certificate must be present and valid")
+    if not ns.tlskey:
+        raise FlagError("TLS Server private key must be present and valid")
+    t = TLSConfig(cert_file=ns.tlscert, key_file=ns.tlskey, ca_file=ns.tlscacert or "", verify=bool(ns.tlsverify))
+    if opts.tls is not None:
+        t.timeout = opts.tls.timeout
+    opts.tls = t
 
 
 def build_options(ns: argparse.Namespace) -> Options:
@@ -73,35 +227,7 @@ def build_options(ns: argparse.Namespace) -> Options:
         opts = load_options(ns.config)
     else:
         opts = Options()
-    flags: dict[str, Any] = {"host": ns.host, "port": ns.port, "server_name": ns.server_name,
-                             "http_port": ns.http_port, "client_advertise": ns.client_advertise,
-                             "pid_file": ns.pid_file, "log_file": ns.log_file, "logtime": ns.logtime,
-                             "no_auth_user": ns.no_auth_user, "max_payload": ns.max_payload}
-    for k, v in flags.items():
-        if v is not None:
-            setattr(opts, k, v)
-    if ns.debug or ns.debug_trace or ns.debug_trace_verbose:
-        opts.debug = True
-    if ns.trace or ns.debug_trace or ns.debug_trace_verbose:
-        opts.trace = True
-    if ns.user is not None:
-        opts.username = ns.user
-    if ns.password is not None:
-        opts.password = ns.password
-    if ns.auth is not None:
-        opts.authorization = ns.auth
-    if ns.jetstream:
-        opts.jetstream.enabled = True
-    if ns.store_dir is not None:
-        opts.jetstream.store_dir = ns.store_dir
-    if ns.tls or ns.tlscert or ns.tlskey or ns.tlsverify or ns.tlscacert:
-        t = opts.tls or TLSConfig()
-        t.cert_file = ns.tlscert or t.cert_file
-        t.key_file = ns.tlskey or t.key_file
-        t.ca_file = ns.tlscacert or t.ca_file
-        if ns.tlsverify:
-            t.verify = True
-        opts.tls = t
+    flag_applier(ns)(opts)
     return opts
 
 
@@ -116,64 +242,104 @@ def validate(opts: Options) -> None:
         server_ssl_context(opts.tls)
 
 
-def send_signal(spec: str, pid_file: str | None) -> int:
-    cmd, _, target = spec.partition("=")
-    sig = SIGNALS.get(cmd.lower())
-    if sig is None:
-        print(f"edged: unknown signal {cmd!r} (one of {', '.join(SIGNALS)})", file=sys.stderr)
-        return 1
-    target = target or pid_file or ""
-    if not target:
-        print("edged: --signal needs a pid: --signal reload=PID, or a pid file with -P", file=sys.stderr)
-        return 1
-    if not target.isdigit():
-        try:
-            with open(target) as f:
-                target = f.read().strip()
-        except OSError as e:
-            print(f"edged: cannot read pid file {target!r}: {e.strerror}", file=sys.stderr)
-            return 1
+def _read_pid(target: str) -> str:
+    """nats-server's maybeReadPidFile: the file's content if `target` is a readable file, else `target`."""
     try:
-        os.kill(int(target), sig)
-    except (ValueError, ProcessLookupError, PermissionError) as e:
-        print(f"edged: cannot signal process {target!r}: {e}", file=sys.stderr)
+        with open(target) as f:
+            return f.read().strip()
+    except OSError:
+        return target.strip()
+
+
+def send_signal(spec: str, pid_file: str | None, config: str | None = None) -> int:
+    """`--signal CMD[=PID|PIDFILE]`; without a pid, the -P pid file, else the config file's pid_file."""
+    parts = spec.split("=")
+    if len(parts) > 2:
+        print(f"edged: invalid signal parameters: {parts[2:]}", file=sys.stderr)
+        return 1
+    cmd = parts[0].lower()
+    sig = SIGNALS.get(cmd)
+    if sig is None:
+        print(f'edged: unknown signal "{parts[0]}" (one of {", ".join(SIGNALS)})', file=sys.stderr)
+        return 1
+    target = parts[1] if len(parts) == 2 else pid_file or ""
+    if not target and config:
+        from edged.config import load_options
+
+        try:
+            target = load_options(config).pid_file
+        except ConfigError as e:
+            print(f"edged: {_one_line(str(e))}", file=sys.stderr)
+            return 1
+    if not target:
+        print("edged: --signal needs a pid: --signal reload=PID|PIDFILE, or a pid file with -P", file=sys.stderr)
+        return 1
+    pid = _read_pid(target)
+    if not pid.isdigit():
+        print(f"edged: invalid pid: {pid}", file=sys.stderr)
+        return 1
+    try:
+        os.kill(int(pid), sig)
+    except OSError as e:
+        print(f'edged: signal "{cmd}" {pid}: {e.strerror}', file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split("\n"))
+
+
+def _version() -> str:
+    return f"edged {__version__} (nats-server {SERVER_VERSION} compatible)"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = "run"
-    if args and args[0] in ("run", "check"):
+    if args and args[0] in COMMANDS:
         command = args.pop(0)
-    ns = _parser().parse_args(args)
-    if ns.version:
-        print(f"edged {__version__} (nats-server {SERVER_VERSION} compatible)")
+    parser = _parser()
+    try:
+        ns = parser.parse_args(args)
+    except UsageError as e:
+        print(f"edged: {e} (see edged -h)", file=sys.stderr)
+        return 1
+    if ns.version or command == "version":
+        print(_version())
+        return 0
+    if command == "help":
+        parser.print_help()
+        return 0
+    if ns.help_tls:
+        print(TLS_HELP)
         return 0
     if ns.signal:
-        return send_signal(ns.signal, ns.pid_file)
+        return send_signal(ns.signal, ns.pid_file, ns.config)
     if ns.test_config:
         command = "check"
     if command == "check" and not ns.config:
-        print("edged check: a configuration file is required (-c FILE)", file=sys.stderr)
+        print("edged: must specify [-c, --config] option to check configuration file syntax", file=sys.stderr)
         return 1
     try:
         opts = build_options(ns)
         validate(opts)
     except ConfigError as e:
-        print(f"edged: configuration error: {e}", file=sys.stderr)
+        print(f"edged: configuration error: {_one_line(str(e))}", file=sys.stderr)
         return 1
     except (ValueError, OSError) as e:
-        where = f"{ns.config}: " if ns.config else ""
-        print(f"edged: configuration error: {where}{e}", file=sys.stderr)
+        where = f"{ns.config}: " if ns.config and not isinstance(e, FlagError) else ""
+        print(f"edged: configuration error: {where}{_one_line(str(e))}", file=sys.stderr)
         return 1
     if command == "check":
         for w in opts.warnings:
-            print(f"warning: {w.where}: {w.message}", file=sys.stderr)
+            print(f"edged: warning: {w.where}: {w.message}", file=sys.stderr)
         print(f"edged: configuration file {ns.config} is valid")
         return 0
+    from edged.config import set_flag_overrides
     from edged.server import serve
 
+    set_flag_overrides(flag_applier(ns))  # a SIGHUP reload re-reads the file, then these flags again
     return serve(opts)
 
 
