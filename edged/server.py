@@ -397,6 +397,12 @@ async def _run(opts: Options) -> int:
 def serve(opts: Options) -> int:
     """Blocking entry point used by the CLI."""
     logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    if opts.tls is not None and not opts.tls.handshake_first:
+        # nats-server's default TLS (plaintext INFO, then the client's ClientHello) needs reading to
+        # stay paused between accept and start_tls; uvloop does not always honour that pause, and a
+        # fast ClientHello then reaches the NATS parser. asyncio's loop does, so it runs this mode.
+        log.debug("TLS upgrade after INFO: using asyncio's event loop")
+        return asyncio.run(_run(opts))
     try:
         import uvloop  # optional speed-up, never required
 
