@@ -810,7 +810,10 @@ class Consumer:
             else:
                 self.ic.publish(reply, b"")
         self.last_active = time.time_ns()
-        self.kick()
+        # an ack can only unblock delivery when acks were what held it back
+        if self.redeliver or self.waiting or (self.push and self.max_ack_pending
+                                             and len(self.pending) + 1 >= self.max_ack_pending):
+            self.kick()
 
     def _ack(self, sseq: int, dseq: int) -> None:
         if self.ack == "none":
