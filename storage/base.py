@@ -109,6 +109,7 @@ class Stream(ABC):
         self.subjects: dict[str, int] = {}
         self.consumers: dict[str, tuple[bytes, bytes]] = {}
         self._dead = False
+        self._chunk_hint = 0
 
     # ---- backend primitives ------------------------------------------------------------------
     @abstractmethod
@@ -188,10 +189,14 @@ class Stream(ABC):
         if limit <= 0:
             return out
         lo = max(start, self.first_seq)
-        for m in self._scan(lo, self.last_seq, compile_filter(filter), False, True):
-            out.append(m)
-            if len(out) >= limit:
-                break
+        self._chunk_hint = limit  # backends that read in chunks can fetch the batch in one go
+        try:
+            for m in self._scan(lo, self.last_seq, compile_filter(filter), False, True):
+                out.append(m)
+                if len(out) >= limit:
+                    break
+        finally:
+            self._chunk_hint = 0
         return out
 
     def load_prev(self, start: int, filter: FilterArg = None) -> StoredMsg | None:

@@ -330,8 +330,8 @@ class SQLiteStream(Stream):
         base = self._base
         gone = self._gone
         conn = self._store._rconn
-        limit = 8
-        cap = 64 if full else 1024
+        limit = self._chunk_hint or 8
+        cap = max(64 if full else 1024, limit)
         while lo <= hi:
             rows = conn.execute(sql, (base + lo, base + hi, *args, limit)).fetchall()
             for r in rows:
