@@ -353,3 +353,34 @@ def test_replay_original_rate_limit_and_ack_samples(js_server: ServerProcess) ->
     got = run(session(js_server, body))
     assert 0.6 <= got[0] <= 1.2  # the 0.4 s gaps between the publishes are replayed
     assert got[1:] == ["io.nats.jetstream.metric.v1.consumer_ack", 1]
+
+
+def test_backoff_max_deliver_advisory_and_headers_only(js_server: ServerProcess) -> None:
+    async def body(nc: Any, js: Any) -> list[Any]:
+        await js.add_stream(name="B", subjects=["b"])
+        await js.publish("b", b"payload!")
+        adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.B.BO")
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await js.add_consumer("B", ConsumerConfig(durable_name="BO", deliver_subject=inbox,
+                                                  ack_policy=AckPolicy.EXPLICIT, backoff=[0.3, 0.6],
+                                                  max_deliver=3, headers_only=True))
+        seen = []
+        t0 = time.monotonic()
+        for _ in range(3):
+            m = await sub.next_msg(3)
+            seen.append((round(time.monotonic() - t0, 1), m.data, m.headers.get("Nats-Msg-Size")))
+        try:
+            await sub.next_msg(1.2)
+            extra = "redelivered past max_deliver"
+        except NatsTimeout:
+            extra = "none"
+        a = json.loads((await adv.next_msg(2)).data)
+        return [seen, extra, (a["type"], a["stream_seq"], a["deliveries"])]
+
+    got = run(session(js_server, body))
+    times = [t for t, _, _ in got[0]]
+    assert [(d, size) for _, d, size in got[0]] == [(b"", "8")] * 3
+    assert times[0] < 0.2 and 0.2 <= times[1] - times[0] <= 0.7 and 0.5 <= times[2] - times[1] <= 1.1
+    assert got[1] == "none"
+    assert got[2] == ("io.nats.jetstream.advisory.v1.max_deliver", 1, 3)
