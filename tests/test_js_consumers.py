@@ -9,27 +9,16 @@ import tempfile
 import time
 from typing import Any
 
-import nats
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import APIError
 
+from tests.jsutil import err, run, session
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
 
 
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-async def session(server: ServerProcess, body: Any) -> Any:
-    nc = await nats.connect(server.url)
-    try:
-        return await body(nc, nc.jetstream())
-    finally:
-        await nc.close()
 
 
 async def fill(js: Any, n: int, stream: str = "S", subjects: list[str] | None = None) -> None:
@@ -37,13 +26,6 @@ async def fill(js: Any, n: int, stream: str = "S", subjects: list[str] | None = 
     for i in range(n):
         await js.publish(f"s.{i % 3}", f"m{i}".encode())
 
-
-async def err(aw: Any) -> tuple[int, str]:
-    try:
-        await aw
-    except APIError as e:
-        return e.err_code or 0, e.description or ""
-    raise AssertionError("expected an API error")
 
 
 def test_pull_fetch_ack_and_info(js_server: ServerProcess) -> None:

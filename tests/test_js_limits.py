@@ -3,7 +3,6 @@ differential against nats-server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tempfile
 from typing import Any
@@ -12,21 +11,12 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
+from tests.jsutil import err, run
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
 
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-async def err(aw: Any) -> tuple[int, str]:
-    try:
-        await aw
-    except APIError as e:
-        return e.err_code or 0, e.description or ""
-    raise AssertionError("expected an API error")
 
 
 @pytest.mark.parametrize("kind", KINDS)

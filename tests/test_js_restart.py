@@ -10,11 +10,8 @@ from typing import Any
 import nats
 import pytest
 
+from tests.jsutil import run
 from tests.servers import ServerProcess
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def test_restart_keeps_streams_config_and_messages() -> None:

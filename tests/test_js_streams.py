@@ -7,34 +7,14 @@ import asyncio
 import json
 from typing import Any
 
-import nats
-from nats.js.errors import APIError
-
+from tests.jsutil import err, run, session
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
 
 
-def run(coro: Any, timeout: float = 40) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
-
-async def err(aw: Any) -> tuple[int, str]:
-    """(err_code, description) of a failed JetStream call."""
-    try:
-        await aw
-    except APIError as e:
-        return e.err_code or 0, e.description or ""
-    raise AssertionError("expected an API error")
-
-
-async def session(server: ServerProcess, body: Any, domain: str | None = None) -> Any:
-    nc = await nats.connect(server.url)
-    try:
-        return await body(nc, nc.jetstream(domain=domain))
-    finally:
-        await nc.close()
 
 
 def test_stream_crud_and_errors(js_server: ServerProcess) -> None:
