@@ -103,3 +103,39 @@ def test_memory_stream_first_seq_republish_direct_batch(kind: str) -> None:
     assert got[2] == [(b"0", None, "3"), (b"1", None, "2"), (b"2", None, "1"), (b"", "204", "1")]
     assert got[3] == [(b"2", None), (b"3", None), (b"", "204")]
     assert got[4] == ("memory", 100, 103)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sealed_no_ack_and_discard_new_per_subject(kind: str) -> None:
+    with ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="jscfg-")]) as s:
+        async def main() -> list[Any]:
+            nc = await nats.connect(s.url)
+            js = nc.jetstream()
+            out: list[Any] = []
+            await js.add_stream(name="PER", subjects=["per.*"], discard="new", max_msgs_per_subject=1,
+                                discard_new_per_subject=True)
+            await js.publish("per.a", b"1")
+            await js.publish("per.b", b"1")
+            out.append(await err(js.publish("per.a", b"2")))
+            await js.add_stream(name="NOACK", subjects=["noack"], no_ack=True)
+            try:
+                await nc.request("noack", b"x", timeout=0.5)
+                out.append("acked")
+            except Exception as e:
+                out.append(type(e).__name__)
+            out.append((await js.stream_info("NOACK")).state.messages)
+            await js.add_stream(name="SEAL", subjects=["seal"])
+            await js.publish("seal", b"x")
+            await js.update_stream(name="SEAL", subjects=["seal"], sealed=True)
+            out.append(await err(js.publish("seal", b"y")))
+            out.append(await err(js.delete_msg("SEAL", 1)))
+            out.append((await err(js.update_stream(name="SEAL", subjects=["seal"], sealed=False)))[0])
+            await nc.close()
+            return out
+
+        got = run(main())
+    assert got[0] == (10077, "maximum messages per subject exceeded")
+    assert got[1] == "TimeoutError" and got[2] == 1
+    assert got[3] == (10109, "invalid operation on sealed stream")
+    assert got[4] == (10109, "invalid operation on sealed stream")
+    assert got[5] == 10052
