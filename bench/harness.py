@@ -1,36 +1,71 @@
 """Side-by-side benchmark plumbing: start edged and nats-server on free ports, read their CPU time and RSS
-from /proc, and collect rows into one table (edged, nats-server, ratio, target).
+from /proc, run a measurement against both (interleaved, repeated), and collect rows into one table
+(edged, nats-server, ratio, target, ok/MISSED) that is printed and written as JSON.
 
-CPU per op is (utime + stime of the server process over the measured window) / ops, so it is the
-server's own cost, whatever the client costs. Each measurement runs `repeat` times and the best run
-(highest throughput / lowest latency) is reported, which damps noise from other processes.
+Server CPU is read from /proc, so it is the server's own cost whatever the client costs:
+- `/proc/<pid>/stat` utime + stime covers every thread, dead ones included, but in 10 ms ticks;
+- `/proc/<pid>/task/*/sched` `se.sum_exec_runtime` is exact (ns) but only for live threads.
+Both are lower bounds of the true figure; `cpu_seconds` takes the larger, so a window is exact to
+the nanosecond unless a thread exits inside it, and then within one tick pair (20 ms).
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.metadata
+import importlib.util
 import json
 import os
+import platform
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.servers import ServerProcess, free_port  # noqa: E402
+from tests.servers import ServerProcess, free_port, nats_server_path  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("edged", "nats-server")
+RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+T = TypeVar("T")
 
 
-def cpu_seconds(pid: int) -> float:
+def stat_cpu_seconds(pid: int) -> float:
+    """utime + stime of the whole process (all threads, living and dead), in clock ticks."""
     with open(f"/proc/{pid}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
     return (int(parts[11]) + int(parts[12])) / CLK_TCK
+
+
+def threads_cpu_seconds(pid: int) -> float | None:
+    """Exact on-CPU time summed over the live threads (None if the kernel does not expose it)."""
+    total = 0.0
+    found = False
+    for path in glob.glob(f"/proc/{pid}/task/*/sched"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("se.sum_exec_runtime"):
+                        total += float(line.split(":", 1)[1]) / 1000.0  # milliseconds
+                        found = True
+                        break
+        except OSError:  # the thread exited between glob and open
+            continue
+    return total if found else None
+
+
+def cpu_seconds(pid: int) -> float:
+    """Best lower bound of the process's CPU time so far (see the module docstring)."""
+    stat = stat_cpu_seconds(pid)
+    exact = threads_cpu_seconds(pid)
+    return stat if exact is None else max(stat, exact)
 
 
 def rss_bytes(pid: int) -> int:
@@ -42,7 +77,7 @@ def rss_bytes(pid: int) -> int:
 
 
 class Server:
-    """A server under test; `cpu()` is its CPU seconds so far."""
+    """A server under test (tests/servers.py's ServerProcess); `cpu()` is its CPU seconds so far."""
 
     def __init__(self, kind: str, args: list[str] | None = None, config: str | None = None) -> None:
         self.kind = kind
@@ -75,6 +110,42 @@ class Server:
         return rss_bytes(self.pid)
 
 
+class CpuWindow:
+    """`with CpuWindow(srv) as w:` ... then `w.cpu` (server CPU s), `w.wall` (s), `w.busy` (cores)."""
+
+    def __init__(self, srv: Server) -> None:
+        self.srv = srv
+        self.cpu = 0.0
+        self.wall = 0.0
+
+    def __enter__(self) -> CpuWindow:
+        self._c0, self._t0 = self.srv.cpu(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu = self.srv.cpu() - self._c0
+        self.wall = time.monotonic() - self._t0
+
+    @property
+    def busy(self) -> float:
+        return self.cpu / self.wall if self.wall else 0.0
+
+
+def interleaved(servers: dict[str, T], reps: int, fn: Callable[[str, T], Any]) -> dict[str, list[Any]]:
+    """Run `fn(kind, server)` `reps` times per server, alternating which server goes first, so that
+    load from other processes on shared cores falls on both alike."""
+    out: dict[str, list[Any]] = {k: [] for k in servers}
+    kinds = list(servers)
+    for i in range(reps):
+        for k in (kinds if i % 2 == 0 else kinds[::-1]):
+            out[k].append(fn(k, servers[k]))
+    return out
+
+
+def best(values: Sequence[float], higher_is_better: bool = True) -> float:
+    return max(values) if higher_is_better else min(values)
+
+
 @dataclass
 class Row:
     section: str
@@ -89,41 +160,93 @@ class Row:
 
     @property
     def ratio(self) -> float:
+        """edged / nats-server (0 when nats-server's figure is 0)."""
         if not self.nats:
             return 0.0
         return self.edged / self.nats
 
 
+def environment() -> dict[str, Any]:
+    """What the figures depend on: machine, load, versions, and edged's event loop."""
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "-"
+
+    try:
+        ns = subprocess.run([nats_server_path(), "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        ns = "-"
+    uv = importlib.util.find_spec("uvloop") is not None
+    return {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "loadavg_start": os.getloadavg()[0],
+        "nats_server": ns.strip().rsplit(" ", 1)[-1] or "-",
+        "nats_py": version("nats-py"),
+        "edged_loop": f"uvloop {version('uvloop')}" if uv else "asyncio",
+        "client_loop": "asyncio",
+    }
+
+
 class Report:
+    """Rows from every section; `table()` prints them aligned, `save()` writes JSON."""
+
     def __init__(self, quick: bool = False) -> None:
         self.quick = quick
         self.rows: list[Row] = []
+        self.notes: list[str] = []
+        self.meta: dict[str, Any] = environment()
 
     def add(self, section: str, name: str, unit: str, edged: float, nats: float, *, higher_is_better: bool = True,
             target: str = "", check: Callable[[Row], bool] | None = None, **extra: Any) -> Row:
-        row = Row(section, name, unit, edged, nats, higher_is_better, target, None, extra)
+        row = Row(section, name, unit, float(edged), float(nats), higher_is_better, target, None, extra)
         if check is not None:
             row.ok = bool(check(row))
         self.rows.append(row)
-        print(f"  {section:8} {name:38} edged {fmt(edged):>10} {unit:9} nats-server {fmt(nats):>10}"
-              f"  ratio {row.ratio:5.2f}  {target} {'' if row.ok is None else ('ok' if row.ok else 'MISSED')}",
-              flush=True)
+        print("  " + self._line(row), flush=True)
         return row
 
+    def note(self, text: str) -> None:
+        """A line for the end of the table (skipped sections, lost messages, how something was run)."""
+        self.notes.append(text)
+        print(f"  note: {text}", flush=True)
+
+    @staticmethod
+    def _line(r: Row) -> str:
+        ratio = f"{r.ratio:6.2f}" if r.nats else f"{'-':>6}"
+        mark = "" if r.ok is None else ("ok" if r.ok else "MISSED")
+        return (f"{r.section:5} {r.name:40} {fmt(r.edged):>11} {fmt(r.nats):>11} {r.unit:8} {ratio}  "
+                f"{r.target:10} {mark}").rstrip()
+
+    def header(self) -> str:
+        m = self.meta
+        return (f"edged ({m['edged_loop']}) vs nats-server {m['nats_server']}, nats-py {m['nats_py']} clients, "
+                f"Python {m['python']}, {m['cpus']} CPUs, load {m['loadavg_start']:.2f} at start"
+                + (", --quick (one run, small counts)" if self.quick else ", best of repeated runs"))
+
     def table(self) -> str:
-        head = f"{'section':8} {'measure':38} {'edged':>11} {'nats-server':>11} {'unit':10} {'ratio':>6}  target"
-        lines = [head, "-" * len(head)]
-        for r in self.rows:
-            mark = "" if r.ok is None else ("  ok" if r.ok else "  MISSED")
-            lines.append(f"{r.section:8} {r.name:38} {fmt(r.edged):>11} {fmt(r.nats):>11} {r.unit:10} "
-                         f"{r.ratio:6.2f}  {r.target}{mark}")
+        head = (f"{'sect':5} {'measure':40} {'edged':>11} {'nats-server':>11} {'unit':8} {'ratio':>6}  "
+                f"{'target':10} result")
+        lines = [self.header(), "", head, "-" * len(head)]
+        lines += [self._line(r) for r in self.rows]
+        checked = [r for r in self.rows if r.ok is not None]
+        missed = [r for r in checked if not r.ok]
+        lines.append("-" * len(head))
+        lines.append(f"targets: {len(checked) - len(missed)} of {len(checked)} met"
+                     + (f"; missed: {', '.join(r.section + '/' + r.name for r in missed)}" if missed else ""))
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path = RESULTS) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": self.quick,
-                "python": sys.version.split()[0], "rows": [asdict(r) | {"ratio": r.ratio} for r in self.rows]}
-        path.write_text(json.dumps(data, indent=2))
+        meta = self.meta | {"loadavg_end": os.getloadavg()[0]}
+        data = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": self.quick, "env": meta,
+                "python": meta["python"], "notes": self.notes,
+                "rows": [asdict(r) | {"ratio": r.ratio} for r in self.rows]}
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def fmt(v: float) -> str:
@@ -136,8 +259,5 @@ def fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def best(values: list[float], higher_is_better: bool = True) -> float:
-    return max(values) if higher_is_better else min(values)
-
-
-__all__ = ["KINDS", "Report", "Row", "Server", "best", "cpu_seconds", "free_port", "rss_bytes"]
+__all__ = ["KINDS", "RESULTS", "CpuWindow", "Report", "Row", "Server", "best", "cpu_seconds", "free_port",
+           "interleaved", "rss_bytes", "stat_cpu_seconds", "threads_cpu_seconds"]
