@@ -98,7 +98,7 @@ def account_info(req: ApiRequest) -> dict[str, Any]:
 
 
 def _check_overlap(jsa: JSAccount, cfg: dict[str, Any], skip: str = "") -> None:
-    for other in jsa.js.accounts.get(jsa.account.name, jsa).streams.values():
+    for other in jsa.streams.values():
         if other.name == skip:
             continue
         for a in cfg["subjects"]:
@@ -128,9 +128,7 @@ def _check_account_limits(jsa: JSAccount, cfg: dict[str, Any], creating: bool) -
 def _body_name_matches(req: ApiRequest, body: dict[str, Any], name: str) -> None:
     if body.get("name") and body["name"] != name:
         raise api_error("JSStreamMismatchErr")
-    body.setdefault("name", name)
-    if not body.get("name"):
-        body["name"] = name
+    body["name"] = body.get("name") or name
 
 
 @handler("STREAM.CREATE")
@@ -357,7 +355,6 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
 def direct_get(req: ApiRequest) -> None:
     """`$JS.API.DIRECT.GET.<stream>[.<subject>]`: the message itself, with Nats-* headers, or a status."""
     assert req.jsa is not None
-    js = req.js
     ic = req.jsa.internal
     reply = req.reply
     name = req.tokens[0] if req.tokens else ""
@@ -434,7 +431,6 @@ def direct_get(req: ApiRequest) -> None:
         ic.publish(reply, b"", "", make_headers(status=408, description="Bad Request"))
         return None
     _send_direct(ic, reply, stream, m)
-    del js
     return None
 
 

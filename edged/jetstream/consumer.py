@@ -19,7 +19,7 @@ from edged.headers import make_headers
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
 from edged.protocol import is_valid_literal_subject, is_valid_subject
-from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
+from edged.sublist import subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
@@ -276,7 +276,6 @@ class Consumer:
         self.last_active = 0
         self.fc_pending: str | None = None
         self.fc_bytes = 0
-        self._timers: list[asyncio.TimerHandle] = []
         self._ack_sub: Any = None
         self._fc_sub: Any = None
         self._dirty = False
@@ -561,7 +560,7 @@ class Consumer:
             self.dseq += 1
             dseq = self.dseq
             if self._np is not None:
-                self._np = max(0, self._np - 1 - self._skipped(seq))
+                self._np = max(0, self._np - 1)
             self.sseq = seq
             if self.ack != "none":
                 self.pending[seq] = [dseq, time.time_ns()]
@@ -923,8 +922,7 @@ class Consumer:
         if not deleted:
             self._flush_state()
         self.closed = True
-        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, self._pace_handle,
-                  *self._timers):
+        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, self._pace_handle):
             if h is not None:
                 h.cancel()
         for r in self.waiting:
@@ -949,11 +947,6 @@ class Consumer:
             self._np = st.count(self.sseq + 1, self.flt)
         return self._np
 
-    def _skipped(self, seq: int) -> int:
-        """Matching messages between the last delivered and `seq` that delivery passed over (none, as
-        load_next returns the next match); kept as a hook for sampled or rate-limited delivery."""
-        return 0
-
     def info(self) -> dict[str, Any]:
         delivered: dict[str, Any] = {"consumer_seq": self.dseq, "stream_seq": self.sseq}
         if self.last_active and self.dseq:
@@ -974,6 +967,3 @@ class Consumer:
         out["ts"] = rfc3339ns(time.time_ns())
         return out
 
-
-def subject_in_stream(stream: Stream, subject: str) -> bool:
-    return any(subject_is_subset(subject, s) or subjects_overlap(subject, s) for s in stream.config["subjects"])

@@ -102,12 +102,6 @@ class JSAccount:
             if total + size > srv_max:
                 raise api_error("JSStorageResourcesExceededErr" if not memory else "JSMemoryResourcesExceededErr")
 
-    def note_stored(self, stream: Stream, size: int) -> None:
-        """Hook for accounting; usage is computed from the stores, so nothing to do per message."""
-
-    def recount(self, stream: Stream) -> None:
-        """Hook for accounting after removals (see note_stored)."""
-
     def consumer_count(self) -> int:
         return sum(len(s.consumers) for s in self.streams.values())
 

@@ -392,7 +392,6 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         except StoreError as e:
             raise api_error("JSStreamStoreFailedF", err=str(e)) from None
-        self.jsa.note_stored(self, size)
         if msg_id:
             self.dedupe[msg_id] = (seq, ts)
             self.last_msg_id = msg_id
@@ -409,7 +408,6 @@ class Stream:
             if self.max_bytes > 0 and store.bytes > self.max_bytes:
                 removed += store.trim_bytes(self.max_bytes)
         if removed:
-            self.jsa.recount(self)
             self.notify_removed()
         for c in self.consumers.values():
             c.on_msg(seq, subject)
@@ -417,7 +415,6 @@ class Stream:
             self._republish(subject, seq, ts, hdr, payload)
         if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
-            self.jsa.recount(self)
         if reply and not self.no_ack:
             if hasattr(committed, "add_done_callback"):
                 self.js.ack_after(committed, self.jsa, reply, self.name, seq)
@@ -492,7 +489,6 @@ class Stream:
             for k in [k for k, (_, ts) in self.dedupe.items() if ts < cutoff]:
                 del self.dedupe[k]
         if removed:
-            self.jsa.recount(self)
             self.notify_removed()
         return removed
 
