@@ -8,11 +8,15 @@ import asyncio
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import nats
 
-from bench.harness import KINDS, Report, Server
+if __package__ in (None, ""):  # run as `python bench/js_publish.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import KINDS, Report, Server  # noqa: E402
 
 
 async def _sync_publish(url: str, n: int, size: int) -> float:

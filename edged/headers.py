@@ -1,7 +1,9 @@
-"""NATS message headers (`NATS/1.0[ status[ description]]\\r\\nKey: Value\\r\\n...\\r\\n`): a pure codec.
+"""NATS message headers (`NATS/1.0[ status[ description]]\r\nKey: Value\r\n...\r\n`): a pure codec.
 
-Header names are matched case-sensitively first (clients send canonical names), then
-case-insensitively, as nats-server's header lookup does.
+`get_header` finds a header the way nats-server's own lookup does (server/client.go sliceHeader): the
+name matched exactly, case-sensitively, right after a CRLF and right before the colon; spaces after
+the colon skipped; the value runs to the next CRLF. So a header nats-server would not see (say
+`nats-msg-id`) has no effect on edged either.
 """
 
 from __future__ import annotations
@@ -38,21 +40,22 @@ def parse_headers(hdr: bytes | None) -> tuple[int, str, dict[str, list[str]]]:
 
 
 def get_header(hdr: bytes | None, name: str) -> str | None:
-    """The first value of one header, without building the whole map (the publish path's lookup)."""
+    """The first value of one header (None if absent), without building the whole map: the publish
+    path's lookup."""
     if not hdr:
         return None
-    key = name.encode()
-    i = hdr.find(b"\r\n" + key + b":")
+    key = b"\r\n" + name.encode() + b":"
+    i = hdr.find(key)
     if i < 0:
-        lower = hdr.lower()
-        i = lower.find(b"\r\n" + key.lower() + b":")
-        if i < 0:
-            return None
-    start = i + 3 + len(key)
+        return None
+    start = i + len(key)
+    n = len(hdr)
+    while start < n and hdr[start] == 0x20:
+        start += 1
     end = hdr.find(b"\r\n", start)
     if end < 0:
-        end = len(hdr)
-    return hdr[start:end].strip().decode("utf-8", "replace")
+        end = n
+    return hdr[start:end].decode("utf-8", "replace")
 
 
 def make_headers(items: list[tuple[str, str]] | dict[str, str] | None = None, status: int = 0,

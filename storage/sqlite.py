@@ -29,9 +29,11 @@ failed sequence ever appears in state (those sequences were never acknowledged a
   interval. A resolved future survives a crash or `kill -9` of edged; on power loss the commits of
   the last interval may be lost, but the database is never corrupted (SQLite's WAL guarantee).
 
-WAL growth is bounded by `wal_autocheckpoint` (PASSIVE, from the writer, every 1000 pages), a
-PASSIVE checkpoint when the writer goes idle after a burst, and `journal_size_limit`, which
-truncates the -wal file after a checkpoint. Deletes use `secure_delete=FAST`, so freed cells are
+WAL growth is bounded by a PASSIVE checkpoint on the writer thread every `wal_autocheckpoint`
+(1000) pages written (estimated from the batches: SQLite's own autocheckpoint is off, because it
+runs inside the committing call, and a small batch commits on the loop thread, where the checkpoint's
+fdatasyncs would stall every connection), a PASSIVE checkpoint when the writer goes idle after a
+burst, and `journal_size_limit`, which truncates the -wal file after a checkpoint. Deletes use `secure_delete=FAST`, so freed cells are
 zeroed in the pages they live on; `erase=True` is therefore the same as a plain delete here (old
 page images can linger in the WAL until the next checkpoint overwrites them).
 """
@@ -186,6 +188,18 @@ class _Batch:
         # streams whose (first_seq, last_seq, last_ts) row must be written: removals happened. Insert-only
         # batches skip it (one page write less per commit); load derives those values from the rows.
         self.meta_needed: set[int] = set()
+
+
+def _pages_written(b: _Batch) -> int:
+    """A generous estimate of the WAL frames one committed batch wrote (table and index pages)."""
+    n = 2 + 2 * (len(b.deletes) + len(b.consumers) + len(b.configs) + len(b.creates) + len(b.metas))
+    if b.inserts:
+        n += 2 + sum(r[8] for r in b.inserts) // 2048
+    for lo, hi in b.ranges:
+        n += 2 + min(hi - lo + 1, 1 << 24) // 16
+    for st in b.drops:
+        n += 2 + st.bytes // 2048
+    return n
 
 
 class SQLiteStream(Stream):
@@ -495,6 +509,7 @@ class SQLiteStore(Store):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
+        self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -517,7 +532,7 @@ class SQLiteStore(Store):
         c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         c.execute("PRAGMA journal_mode = WAL")
         c.execute("PRAGMA synchronous = " + ("FULL" if self.sync_interval is None else "NORMAL"))
-        c.execute(f"PRAGMA wal_autocheckpoint = {int(self._autockpt)}")
+        c.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring: _done checkpoints instead
         c.execute(f"PRAGMA journal_size_limit = {int(self._jsl)}")
         c.execute("PRAGMA secure_delete = FAST")
         c.execute("PRAGMA busy_timeout = 5000")
@@ -725,6 +740,9 @@ class SQLiteStore(Store):
             self._settle(b)
             if not b.fut.done():
                 b.fut.set_result(None)
+            self._wal_pages += _pages_written(b)
+            if 0 < self._autockpt <= self._wal_pages:
+                self._submit_checkpoint(False)  # queued ahead of the next batch, on the writer thread
         else:
             self._fail(b, _wrap(exc))
         if self._open is not None and not self._closed:
@@ -814,6 +832,7 @@ class SQLiteStore(Store):
 
     def _submit_checkpoint(self, fsync_wal: bool) -> None:
         assert self._loop is not None and self._exec is not None
+        self._wal_pages = 0
         self._exec_busy += 1
         f = self._loop.run_in_executor(self._exec, self._checkpoint, fsync_wal)
 

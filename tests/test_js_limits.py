@@ -17,8 +17,6 @@ from tests.servers import ServerProcess
 KINDS = ["nats-server", "edged"]
 
 
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_account_limits(kind: str) -> None:
     d = tempfile.mkdtemp(prefix="jslim-")
@@ -57,7 +55,7 @@ accounts {{
         got = run(main())
     assert got[0] == 10027
     assert got[1] == (1, 2000, 1)
-    assert got[2] in ([10047], [10077], [10002])  # refused once the account's file limit is reached
+    assert got[2] == [10002]  # "resource limits exceeded for account" once its file limit is reached
     assert got[3] is True
     assert got[4] == 10039
 
@@ -139,3 +137,68 @@ def test_sealed_no_ack_and_discard_new_per_subject(kind: str) -> None:
     assert got[3] == (10109, "invalid operation on sealed stream")
     assert got[4] == (10109, "invalid operation on sealed stream")
     assert got[5] == 10052
+
+
+LIMITS_CONF = """jetstream {{ store_dir: "{d}", max_file_store: 10000, max_memory_store: 10000 }}
+accounts {{
+  A: {{ users: [ {{user: a, password: a}} ], jetstream: {{ max_streams: 4, max_file: 2000, max_mem: 0, max_consumers: 5 }} }}
+  B: {{ users: [ {{user: b, password: b}} ], jetstream: enabled }}
+}}
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reservations_and_server_limits(kind: str) -> None:
+    """max_bytes reserves space against the account's and the server's limits (a stream without max_bytes
+    reserves nothing); updates reserve only the difference; the server refuses publishes once its
+    file limit is used up ("insufficient resources"), at the same message as nats-server."""
+    d = tempfile.mkdtemp(prefix="jslim-")
+
+    async def pub_until_error(js: Any, subject: str, size: int) -> tuple[int, Any]:
+        for i in range(300):
+            try:
+                await js.publish(subject, b"y" * size)
+            except APIError as e:
+                return i, (e.err_code, e.description)
+        return 300, None
+
+    with ServerProcess(kind, config=LIMITS_CONF.format(d=d)) as s:
+        async def main() -> list[Any]:
+            out: list[Any] = []
+            nc = await nats.connect(f"nats://a:a@127.0.0.1:{s.port}")
+            js = nc.jetstream()
+            out.append(await err(js.add_stream(name="BIG", subjects=["big"], max_bytes=5000)))
+            await js.add_stream(name="R1", subjects=["r1"], max_bytes=1500)
+            out.append(await err(js.add_stream(name="R2", subjects=["r2"], max_bytes=600)))
+            await js.add_stream(name="R3", subjects=["r3"])
+            out.append(await err(js.add_stream(name="MEM", subjects=["mem"], storage="memory")))
+            out.append(await err(js.add_stream(name="MC", subjects=["mc"], max_consumers=10)))
+            await js.update_stream(name="R1", subjects=["r1"], max_bytes=1900)
+            out.append(await err(js.update_stream(name="R1", subjects=["r1"], max_bytes=2100)))
+            await js.update_stream(name="R1", subjects=["r1"], max_bytes=1000)
+            out.append(await pub_until_error(js, "r1", 100))
+            r = json.loads((await nc.request("$JS.API.INFO", b"", timeout=2)).data)
+            out.append({k: r[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage", "streams")})
+            await nc.close()
+            nc = await nats.connect(f"nats://b:b@127.0.0.1:{s.port}")
+            js = nc.jetstream()
+            out.append(await err(js.add_stream(name="SB", subjects=["sb"], max_bytes=20000)))
+            await js.add_stream(name="SB2", subjects=["sb2"], max_bytes=4000)
+            out.append(await pub_until_error(js, "sb2", 100))
+            await js.add_stream(name="SB3", subjects=["sb3"])
+            out.append(await pub_until_error(js, "sb3", 100))
+            await nc.close()
+            return out
+
+        got = run(main())
+    storage_err = (10047, "insufficient storage resources available")
+    assert got[0] == storage_err  # 5000 > the account's 2000
+    assert got[1] == storage_err  # 1500 + 600 > 2000
+    assert got[2] == (10028, "insufficient memory resources available")  # max_mem 0
+    assert got[3] == (10026, "maximum consumers limit reached")
+    assert got[4] == storage_err  # 2100 > 2000
+    assert got[5] == (300, None)  # max_bytes 1000, discard old: the stream keeps trimming itself
+    assert got[6] == {"memory": 0, "storage": 924, "reserved_memory": 0, "reserved_storage": 1000, "streams": 2}
+    assert got[7] == storage_err  # 20000 > the server's 10000
+    assert got[8] == (300, None)
+    assert got[9] == (39, (10023, "insufficient resources"))  # the server's 10000 bytes are used up

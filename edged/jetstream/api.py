@@ -1,7 +1,12 @@
 """`$JS.API` handlers for the account and streams (consumers register theirs from their own module).
 
-Responses carry nats-server's `type` values and field names; failures are `{"error": {...}}` with
-its codes (errors.py).
+Each handler follows nats-server's request handler of the same name (server/jetstream_api.go): the
+same order of checks, so that a request with several faults gets the same error; the same `type`
+values and field names; `{"error": {...}}` with its codes (errors.py) on failure. Handler attributes
+read by the engine: `arity` (tokens allowed after the prefix: nats-server subscribes e.g.
+`STREAM.INFO.*`, so other forms get no reply), `resp_type`, `err_fields` (fields nats-server's response
+struct always marshals, also next to an error) and `count_ok` (false where nats-server sends a success
+without counting it in the API stats).
 """
 
 from __future__ import annotations
@@ -10,18 +15,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from edged.headers import make_headers
+import msgspec
+
+from edged.jetstream.direct import direct_get, int_field, lookup
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import (
     Stream,
     check_update,
     msg_dict,
     normalize_config,
-    parse_rfc3339,
-    rfc3339ns,
-    valid_asset_name,
 )
-from edged.sublist import subject_is_subset, subjects_overlap
+from edged.sublist import subjects_overlap
 from storage import StreamExistsError
 
 if TYPE_CHECKING:
@@ -30,67 +34,69 @@ if TYPE_CHECKING:
 T = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
+MAX_SUBJECT_DETAILS = 100_000
 
-_TYPES = {
-    "INFO": "account_info_response",
-    "STREAM.CREATE": "stream_create_response",
-    "STREAM.UPDATE": "stream_update_response",
-    "STREAM.INFO": "stream_info_response",
-    "STREAM.NAMES": "stream_names_response",
-    "STREAM.LIST": "stream_list_response",
-    "STREAM.DELETE": "stream_delete_response",
-    "STREAM.PURGE": "stream_purge_response",
-    "STREAM.MSG.GET": "stream_msg_get_response",
-    "STREAM.MSG.DELETE": "stream_msg_delete_response",
-}
+_PAGED = {"total": 0, "offset": 0, "limit": 0}
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
 
 
-def response_type(rest: str) -> str:
-    toks = rest.split(".")
-    for n in (3, 2, 1):
-        t = _TYPES.get(".".join(toks[:n]))
-        if t:
-            return T + t
-    return ""
-
-
-def handler(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def handler(prefix: str, rtype: str, arity: tuple[int, int], err_fields: dict[str, Any] | None = None,
+            count_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
         f.prefix = prefix  # type: ignore[attr-defined]
-        f.resp_type = T + _TYPES[prefix] if prefix in _TYPES else ""  # type: ignore[attr-defined]
+        f.resp_type = T + rtype  # type: ignore[attr-defined]
+        f.arity = arity  # type: ignore[attr-defined]
+        f.err_fields = err_fields  # type: ignore[attr-defined]
+        f.count_ok = count_ok  # type: ignore[attr-defined]
         return f
     return deco
 
 
 def _stream_of(req: ApiRequest) -> Stream:
-    name = req.tokens[0] if req.tokens else ""
     assert req.jsa is not None
-    s = req.jsa.streams.get(name)
+    s = req.jsa.streams.get(req.tokens[0])
     if s is None:
         raise api_error("JSStreamNotFoundErr")
     return s
 
 
-def _name_token(req: ApiRequest) -> str:
-    if len(req.tokens) != 1 or not req.tokens[0]:
-        raise api_error("JSBadRequestErr")
-    return req.tokens[0]
+def _is_object_or_array(data: bytes) -> bool:
+    """nats-server parses an optional request body only when it starts with `{` or `[`; anything else
+    (empty, garbage) means "no options"."""
+    b = data.lstrip(b" \t\r\n")
+    return bool(b) and b[:1] in (b"{", b"[")
+
+
+def _optional_body(req: ApiRequest) -> dict[str, Any]:
+    return req.json() if _is_object_or_array(req.data) else {}
+
+
+def _is_empty_request(data: bytes) -> bool:
+    if not data or data == b"{}":
+        return True
+    try:
+        v = _decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(v, dict) and not v
 
 
 # ------------------------------------------------------------------ account
 
 
-@handler("INFO")
+@handler("INFO", "account_info_response", (0, 0))
 def account_info(req: ApiRequest) -> dict[str, Any]:
     jsa = req.jsa
     assert jsa is not None
     mem, file = jsa.usage()
-    out: dict[str, Any] = {"memory": mem, "storage": file, "reserved_memory": 0, "reserved_storage": 0,
+    rmem, rfile = jsa.reserved()
+    out: dict[str, Any] = {"memory": mem, "storage": file, "reserved_memory": rmem, "reserved_storage": rfile,
                            "streams": len(jsa.streams), "consumers": jsa.consumer_count(),
                            "limits": jsa.limits_dict()}
     if req.js.domain:
         out["domain"] = req.js.domain
-    out["api"] = {"total": req.js.api_total, "errors": req.js.api_errors}
+    out["api"] = {"total": jsa.api_total, "errors": jsa.api_errors}
     return out
 
 
@@ -107,53 +113,72 @@ def _check_overlap(jsa: JSAccount, cfg: dict[str, Any], skip: str = "") -> None:
                     raise api_error("JSStreamSubjectOverlapErr")
 
 
-def _check_account_limits(jsa: JSAccount, cfg: dict[str, Any], creating: bool) -> None:
+def _check_stream_limits(jsa: JSAccount, cfg: dict[str, Any], name: str, creating: bool,
+                         old_max_bytes: int = 0) -> None:
+    """nats-server's jsNonClusteredStreamLimitsCheck / configUpdateCheck limits: the stream count, the
+    account's max_consumers, and max_bytes reservations against the account's and the server's
+    memory/storage limits. A stream without max_bytes reserves one byte."""
     lim = jsa.limits
-    if creating and lim.max_streams >= 0 and len(jsa.streams) >= lim.max_streams:
+    if creating and lim.max_streams > 0 and sum(1 for n in jsa.streams if n != name) >= lim.max_streams:
         raise api_error("JSMaximumStreamsLimitErr")
+    if cfg["max_consumers"] > 0 and lim.max_consumers > 0 and cfg["max_consumers"] > lim.max_consumers:
+        raise api_error("JSMaximumConsumersLimitErr")
     memory = cfg["storage"] == "memory"
-    per_stream = lim.memory_max_stream_bytes if memory else lim.store_max_stream_bytes
+    new_max = cfg["max_bytes"]
+    if creating:
+        add = new_max if new_max >= 0 else 1
+        reserved = jsa.reserved(skip=name)[0 if memory else 1]
+    else:
+        add = max(max(new_max, 0) - max(old_max_bytes, 0), 0)
+        reserved = jsa.reserved(skip=name)[0 if memory else 1] + max(new_max - add, 0)
+    acc_max = lim.max_memory if memory else lim.max_file
+    err = "JSMemoryResourcesExceededErr" if memory else "JSStorageResourcesExceededErr"
+    if acc_max >= 0 and (reserved > acc_max or add > acc_max - reserved):
+        raise api_error(err)
+    srv_max = jsa.js.max_memory if memory else jsa.js.max_file
+    if srv_max >= 0:
+        srv_reserved = jsa.js.total_reserved()[0 if memory else 1] - (
+            jsa.reserved()[0 if memory else 1] - jsa.reserved(skip=name)[0 if memory else 1])
+        if srv_reserved > srv_max or add > srv_max - srv_reserved:
+            raise api_error(err)
+
+
+def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
+    lim = jsa.limits
+    per_stream = lim.memory_max_stream_bytes if cfg["storage"] == "memory" else lim.store_max_stream_bytes
     if lim.max_bytes_required and cfg["max_bytes"] <= 0:
         raise api_error("JSStreamMaxBytesRequired")
     if per_stream > 0 and cfg["max_bytes"] > per_stream:
         raise api_error("JSStreamMaxStreamBytesExceeded")
-    acc_max = lim.max_memory if memory else lim.max_file
-    if acc_max >= 0 and cfg["max_bytes"] > acc_max:
-        raise api_error("JSStorageResourcesExceededErr" if not memory else "JSMemoryResourcesExceededErr")
-    srv_max = jsa.js.max_memory if memory else jsa.js.max_file
-    if srv_max >= 0 and cfg["max_bytes"] > srv_max:
-        raise api_error("JSStorageResourcesExceededErr" if not memory else "JSMemoryResourcesExceededErr")
 
 
-def _body_name_matches(req: ApiRequest, body: dict[str, Any], name: str) -> None:
-    if body.get("name") and body["name"] != name:
-        raise api_error("JSStreamMismatchErr")
-    body["name"] = body.get("name") or name
-
-
-@handler("STREAM.CREATE")
+@handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
-    name = _name_token(req)
+    name = req.tokens[0]
     body = req.json()
-    _body_name_matches(req, body, name)
-    if not valid_asset_name(name):
-        raise api_error("JSStreamInvalidConfigF", err="stream name is required and can not contain '.', '*', '>', '\\', '/'")
-    cfg = normalize_config(body)
+    if body.get("name") != name:
+        raise api_error("JSStreamMismatchErr")
+    if "/" in name or "\\" in name:
+        raise api_error("JSStreamNameContainsPathSeparatorsErr")
+    if body.get("sealed"):
+        raise api_error("JSStreamInvalidConfigF", err="stream configuration for create can not be sealed")
+    if body.get("mirror_direct") and not body.get("mirror"):
+        raise api_error("JSStreamInvalidConfigF", err="stream has no mirror but does have mirror direct")
     jsa = req.jsa
     assert jsa is not None
+    cfg = normalize_config(body)
+    _check_max_bytes_required(jsa, cfg)
+    _check_stream_limits(jsa, cfg, name, creating=True)
     existing = jsa.streams.get(name)
     if existing is not None:
         if existing.config == cfg:
-            return existing.info()
+            return {**existing.info(), "did_create": True}
         raise api_error("JSStreamNameExistErr")
-    _check_account_limits(jsa, cfg, creating=True)
     _check_overlap(jsa, cfg)
     js = req.js
     store = js.store_for(cfg["storage"])
-    from edged.jetstream.stream import _json_encode
-
     try:
-        st = store.create_stream(name, _json_encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 1)
+        st = store.create_stream(name, _encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 1)
     except StreamExistsError:
         raise api_error("JSStreamNameExistErr") from None
     await store.durable()
@@ -162,27 +187,30 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
     stream.subscribe()
     js.advisory(jsa, f"STREAM.CREATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
                                                  "stream": name, "action": "create"})
-    return stream.info()
+    return {**stream.info(), "did_create": True}
 
 
-@handler("STREAM.UPDATE")
+@handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
-    name = _name_token(req)
+    name = req.tokens[0]
     body = req.json()
-    _body_name_matches(req, body, name)
-    stream = _stream_of(req)
     cfg = normalize_config(body)
-    check_update(stream.config, cfg)
+    if cfg["name"] != name:
+        raise api_error("JSStreamMismatchErr")
+    stream = _stream_of(req)
     jsa = req.jsa
     assert jsa is not None
-    _check_account_limits(jsa, cfg, creating=False)
+    check_update(stream.config, cfg)
+    if cfg["sealed"]:
+        # what sealing means, spelled out in the config as nats-server does
+        cfg.update(max_age=0, discard="new", deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)
+    _check_max_bytes_required(jsa, cfg)
+    _check_stream_limits(jsa, cfg, name, creating=False, old_max_bytes=stream.config["max_bytes"])
     _check_overlap(jsa, cfg, skip=name)
-    from edged.jetstream.stream import _json_encode
-
     old_subjects = stream.config["subjects"]
     stream.config = cfg
     stream._apply_config()
-    await stream.store.update_config(_json_encode(cfg))
+    await stream.store.update_config(_encode(cfg))
     if old_subjects != cfg["subjects"]:
         stream.unsubscribe()
         stream.subscribe()
@@ -202,57 +230,63 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
         stream.notify_removed()
     req.js.advisory(jsa, f"STREAM.UPDATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
                                                      "stream": name, "action": "modify"})
-    return stream.info()
+    return stream.info(domain=True)
 
 
-@handler("STREAM.INFO")
+@handler("STREAM.INFO", "stream_info_response", (1, 1), err_fields=_PAGED)
 def stream_info(req: ApiRequest) -> dict[str, Any]:
-    stream = _stream_of(req)
-    body = req.json()
+    body = _optional_body(req)
+    details = bool(body.get("deleted_details"))
     subjects_filter = body.get("subjects_filter") or None
-    info = stream.info(bool(body.get("deleted_details")), subjects_filter)
-    subs = info["state"].get("subjects")
-    if subjects_filter and subs is not None:
-        offset = int(body.get("offset") or 0)
-        keys = sorted(subs)
-        limit = 100_000
-        page = keys[offset:offset + limit]
-        info["state"]["subjects"] = {k: subs[k] for k in page}
-        return {"total": len(keys), "offset": offset, "limit": limit, **info}
-    return {"total": 0, "offset": 0, "limit": 0, **info}
-
-
-def _filtered_streams(req: ApiRequest) -> list[Stream]:
-    assert req.jsa is not None
-    body = req.json()
-    subj = body.get("subject") or ""
-    out = sorted(req.jsa.streams.values(), key=lambda s: s.name)
-    if subj:
-        out = [s for s in out if any(subjects_overlap(subj, x) or subject_is_subset(x, subj)
-                                     for x in s.config["subjects"])]
-    return out
-
-
-@handler("STREAM.NAMES")
-def stream_names(req: ApiRequest) -> dict[str, Any]:
-    streams = _filtered_streams(req)
-    offset = max(0, int(req.json().get("offset") or 0))
-    page = [s.name for s in streams[offset:offset + NAMES_LIMIT]]
-    return {"total": len(streams), "offset": offset, "limit": NAMES_LIMIT, "streams": page or None}
-
-
-@handler("STREAM.LIST")
-def stream_list(req: ApiRequest) -> dict[str, Any]:
-    streams = _filtered_streams(req)
-    offset = max(0, int(req.json().get("offset") or 0))
-    page = [s.info() for s in streams[offset:offset + LIST_LIMIT]]
-    return {"total": len(streams), "offset": offset, "limit": LIST_LIMIT, "streams": page}
-
-
-@handler("STREAM.DELETE")
-async def stream_delete(req: ApiRequest) -> dict[str, Any]:
-    name = _name_token(req)
+    offset = max(int_field(body, "offset"), 0)
     stream = _stream_of(req)
+    info = stream.info(details, subjects_filter, domain=True, cluster=True)
+    paged = {"total": 0, "offset": 0, "limit": 0}
+    subs = info["state"].pop("subjects", None)
+    if subjects_filter and subs:
+        paged = {"total": len(subs), "offset": offset, "limit": MAX_SUBJECT_DETAILS}
+        if offset == 0 and len(subs) <= MAX_SUBJECT_DETAILS:
+            page = subs
+        else:
+            keys = sorted(subs)
+            offset = min(offset, len(keys))
+            page = {k: subs[k] for k in keys[offset:offset + MAX_SUBJECT_DETAILS]}
+        if page:
+            info["state"]["subjects"] = page
+    return {**paged, **info}
+
+
+def _streams_page(req: ApiRequest) -> tuple[list[Stream], int, int]:
+    assert req.jsa is not None
+    body = _optional_body(req)
+    offset = max(int_field(body, "offset"), 0)
+    flt = body.get("subject") or ""
+    streams = sorted(req.jsa.streams.values(), key=lambda s: s.name)
+    if flt:
+        streams = [s for s in streams if any(subjects_overlap(flt, x) for x in s.config["subjects"])]
+    return streams, min(offset, len(streams)), len(streams)
+
+
+@handler("STREAM.NAMES", "stream_names_response", (0, 0), err_fields={**_PAGED, "streams": None})
+def stream_names(req: ApiRequest) -> dict[str, Any]:
+    streams, offset, total = _streams_page(req)
+    page = [s.name for s in streams[offset:offset + NAMES_LIMIT]]
+    return {"total": total, "offset": offset, "limit": NAMES_LIMIT, "streams": page or None}
+
+
+@handler("STREAM.LIST", "stream_list_response", (0, 0), err_fields={**_PAGED, "streams": []})
+def stream_list(req: ApiRequest) -> dict[str, Any]:
+    streams, offset, total = _streams_page(req)
+    page = [s.info(domain=True) for s in streams[offset:offset + LIST_LIMIT]]
+    return {"total": total, "offset": offset, "limit": LIST_LIMIT, "streams": page}
+
+
+@handler("STREAM.DELETE", "stream_delete_response", (1, 1))
+async def stream_delete(req: ApiRequest) -> dict[str, Any]:
+    if not _is_empty_request(req.data):
+        raise api_error("JSNotEmptyRequestErr")
+    stream = _stream_of(req)
+    name = stream.name
     jsa = req.jsa
     assert jsa is not None
     stream.closed = True
@@ -267,189 +301,81 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
     store = req.js.store_for(stream.config["storage"])
     store.delete_stream(name, account=jsa.account.name)
     await store.durable()
+    req.js.space_freed()
     req.js.advisory(jsa, f"STREAM.DELETED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
                                                      "stream": name, "action": "delete"})
     return {"success": True}
 
 
-@handler("STREAM.PURGE")
+@handler("STREAM.PURGE", "stream_purge_response", (1, 1), err_fields={"purged": 0})
 async def stream_purge(req: ApiRequest) -> dict[str, Any]:
-    stream = _stream_of(req)
-    if stream.sealed or stream.config.get("deny_purge"):
-        raise api_error("JSStreamPurgeFailedF", err="stream is sealed or purge is not permitted" if stream.sealed
-                        else "purge not permitted")
-    body = req.json()
-    flt = body.get("filter") or None
-    seq = int(body.get("seq") or 0)
-    keep = int(body.get("keep") or 0)
-    if seq and keep:
+    body = _optional_body(req)
+    seq = int_field(body, "seq")
+    keep = int_field(body, "keep")
+    if seq > 0 and keep > 0:
         raise api_error("JSBadRequestErr")
-    purged = stream.store.purge(flt, seq=seq, keep=keep)
+    stream = _stream_of(req)
+    if stream.sealed:
+        raise api_error("JSStreamSealedErr")
+    if stream.config.get("deny_purge"):
+        raise api_error("JSStreamPurgeFailedF", err="stream purge not permitted")
+    flt = body.get("filter") or None
+    purged = stream.store.purge(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
     stream.notify_removed()
+    req.js.space_freed()
     return {"success": True, "purged": purged}
 
 
-@handler("STREAM.MSG.GET")
+@handler("STREAM.MSG.GET", "stream_msg_get_response", (1, 1), count_ok=False)
 def msg_get(req: ApiRequest) -> dict[str, Any]:
-    stream = _stream_of(req)
+    if _is_empty_request(req.data):
+        raise api_error("JSBadRequestErr")
     body = req.json()
-    m = _lookup(stream, body)
+    if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
+        raise api_error("JSBadRequestErr")
+    stream = _stream_of(req) if _valid_get(body) else None
+    if stream is None:
+        raise api_error("JSBadRequestErr")
+    m = lookup(stream, body)
     if m is None:
         raise api_error("JSNoMessageFoundErr")
-    return {"message": msg_dict(m)}
+    return {"message": msg_dict(m, headers=not body.get("no_hdr"))}
 
 
-def _lookup(stream: Stream, body: dict[str, Any]) -> Any:
-    st = stream.store
-    seq = int(body.get("seq") or 0)
+def _valid_get(body: dict[str, Any]) -> bool:
+    """The request shapes nats-server accepts (one way of naming the message)."""
+    seq = int_field(body, "seq")
     last_by = body.get("last_by_subj") or ""
     next_by = body.get("next_by_subj") or ""
-    start_time = body.get("start_time")
-    if (seq and last_by) or (last_by and next_by):
-        raise api_error("JSBadRequestErr")
-    if start_time and (seq or last_by):
-        raise api_error("JSBadRequestErr")
-    if last_by:
-        return st.load_last(last_by)
-    if start_time:
-        try:
-            ns = parse_rfc3339(str(start_time))
-        except ValueError:
-            raise api_error("JSBadRequestErr") from None
-        m = st.load_next(max(1, st.state().first_seq), next_by or None)
-        while m is not None and m.ts < ns:
-            m = st.load_next(m.seq + 1, next_by or None)
-        return m
-    if next_by:
-        return st.load_next(max(seq, 1), next_by)
-    if seq <= 0:
-        raise api_error("JSBadRequestErr")
-    return st.load(seq)
+    start = body.get("start_time")
+    return not ((seq > 0 and last_by) or (seq == 0 and not last_by and not next_by and start is None)
+                or (seq > 0 and start is not None) or (start is not None and last_by) or (last_by and next_by))
 
 
-@handler("STREAM.MSG.DELETE")
+@handler("STREAM.MSG.DELETE", "stream_msg_delete_response", (1, 1))
 async def msg_delete(req: ApiRequest) -> dict[str, Any]:
+    if _is_empty_request(req.data):
+        raise api_error("JSBadRequestErr")
+    body = req.json()
+    seq = int_field(body, "seq")
     stream = _stream_of(req)
     if stream.sealed:
         raise api_error("JSStreamSealedErr")
     if stream.config.get("deny_delete"):
         raise api_error("JSStreamMsgDeleteFailedF", err="message delete not permitted")
-    body = req.json()
-    seq = int(body.get("seq") or 0)
-    if seq <= 0:
-        raise api_error("JSBadRequestErr")
-    ok = stream.store.delete(seq, erase=not body.get("no_erase"))
-    if not ok:
-        if seq > stream.store.last_seq:
-            raise api_error("JSStreamMsgDeleteFailedF", err=f"sequence {seq} not found")
-        raise api_error("JSStreamMsgDeleteFailedF", err="no message found")
-    await stream.store.durable()
-    stream.notify_removed()
-    return {"success": True}
-
-
-# ------------------------------------------------------------------ direct get
-
-
-def direct_get(req: ApiRequest) -> None:
-    """`$JS.API.DIRECT.GET.<stream>[.<subject>]`: the message itself, with Nats-* headers, or a status."""
-    assert req.jsa is not None
-    ic = req.jsa.internal
-    reply = req.reply
-    name = req.tokens[0] if req.tokens else ""
-    stream = req.jsa.streams.get(name)
-    if stream is None or not stream.config.get("allow_direct"):
-        return None  # no responder: nats-server only listens when allow_direct is on
-    if len(req.tokens) > 1:
-        last_subject = ".".join(req.tokens[1:])
-        if req.data and req.data.strip():
-            ic.publish(reply, b"", "", make_headers(status=408, description="Bad Request"))
-            return None
-        m = stream.store.load_last(last_subject)
-        _send_direct(ic, reply, stream, m)
-        return None
-    try:
-        body = req.json()
-    except Exception:
-        ic.publish(reply, b"", "", make_headers(status=408, description="Bad Request"))
-        return None
-    batch = int(body.get("batch") or 0)
-    multi_last = body.get("multi_last") or []
-    up_to_seq = int(body.get("up_to_seq") or 0)
     st = stream.store
-    if multi_last:
-        subjects: dict[str, Any] = {}
-        for flt in multi_last:
-            for subj in st.subject_counts(flt):
-                m = st.load_last(subj)
-                if m is not None and (not up_to_seq or m.seq <= up_to_seq):
-                    subjects[subj] = m
-                elif up_to_seq:
-                    p = st.load_prev(up_to_seq, subj)
-                    if p is not None:
-                        subjects[subj] = p
-        msgs = sorted(subjects.values(), key=lambda m: m.seq)
-        if batch:
-            msgs = msgs[:batch]
-        if not msgs:
-            ic.publish(reply, b"", "", make_headers(status=404, description="No Results"))
-            return None
-        for i, m in enumerate(msgs):
-            _send_direct(ic, reply, stream, m, pending=len(msgs) - i - 1, batch=True)
-        _send_eob(ic, reply, stream, msgs[-1].seq)
-        return None
-    if batch:
-        try:
-            m = _lookup(stream, body)
-        except Exception:
-            ic.publish(reply, b"", "", make_headers(status=408, description="Bad Request"))
-            return None
-        flt = body.get("next_by_subj") or None
-        sent = 0
-        last = 0
-        max_bytes = int(body.get("max_bytes") or 0)
-        size = 0
-        pending = 0
-        while m is not None and sent < batch:
-            size += len(m.data) + len(m.hdr)
-            if max_bytes and sent and size > max_bytes:
-                break
-            pending = st.count(m.seq + 1, flt)
-            _send_direct(ic, reply, stream, m, pending=pending, batch=True)
-            sent += 1
-            last = m.seq
-            m = st.load_next(m.seq + 1, flt)
-        if not sent:
-            ic.publish(reply, b"", "", make_headers(status=404, description="Message Not Found"))
-            return None
-        _send_eob(ic, reply, stream, last, pending)
-        return None
-    try:
-        m = _lookup(stream, body)
-    except Exception:
-        ic.publish(reply, b"", "", make_headers(status=408, description="Bad Request"))
-        return None
-    _send_direct(ic, reply, stream, m)
-    return None
-
-
-def _send_direct(ic: Any, reply: str, stream: Stream, m: Any, pending: int = -1, batch: bool = False) -> None:
-    if m is None:
-        ic.publish(reply, b"", "", make_headers(status=404, description="Message Not Found"))
-        return
-    extra = (f"Nats-Stream: {stream.name}\r\nNats-Subject: {m.subject}\r\nNats-Sequence: {m.seq}\r\n"
-             f"Nats-Time-Stamp: {rfc3339ns(m.ts)}\r\n")
-    if batch:
-        extra += f"Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {m.seq}\r\n"
-    base = m.hdr[:-2] if m.hdr and m.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
-    ic.publish(reply, m.data, "", base + extra.encode() + b"\r\n")
-
-
-def _send_eob(ic: Any, reply: str, stream: Stream, last: int, pending: int = 0) -> None:
-    hdr = make_headers([("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last))], status=204,
-                       description="EOB")
-    ic.publish(reply, b"", "", hdr)
+    if seq > 0 and st.delete(seq, erase=not body.get("no_erase")):
+        await st.durable()
+        stream.notify_removed()
+        req.js.space_freed()
+        return {"success": True}
+    # nats-server's file store tells "before the first / past the last" from "an interior gap"; its memory
+    # store says "not found" for both
+    if stream.config["storage"] == "file" and (seq == 0 or seq < st.first_seq or seq > st.last_seq or not st.msgs):
+        raise api_error("JSStreamMsgDeleteFailedF", err="stream store EOF" if seq > st.last_seq
+                        else "no message found").counted_as_ok()
+    raise api_error("JSSequenceNotFoundErrF", seq=max(seq, 0)).counted_as_ok()
 
 
 def install(js: JetStream) -> None:

@@ -2,11 +2,18 @@
 
 It sits on the router like any other receiver: one internal client per account subscribes the API
 subjects (`$JS.API.>` and, with a domain, `$JS.<domain>.API.>`) and each stream's subjects.
+
+PubAcks go out once per group-commit batch: after each socket read the store commits what the read
+queued (small batches inline), and the acks of a committed batch are sent in the same read's flush.
+Server-wide limits default as in nats-server (75% of memory, 75% of the disk free at start). A small
+reserve file in the store directory is released when the disk fills up, so that purges and deletes
+can still be written (see note_store_full).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import tempfile
@@ -22,12 +29,15 @@ from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
 from edged.sublist import subject_matches
-from storage import MemoryStore, SQLiteStore, StoreError
+from storage import MemoryStore, SQLiteStore, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from edged.server import Server
 
 API_PREFIX = "$JS.API."
+RESERVE_NAME = "space.reserve"
+RESERVE_MAX = 8 * 1024 * 1024
+SPIN_NS = 200_000  # see JetStream.spin
 _encode = msgspec.json.Encoder().encode
 _decoder = msgspec.json.Decoder()
 
@@ -64,6 +74,8 @@ class JSAccount:
         self.streams: dict[str, Stream] = {}
         self.internal = account.internal
         self.push_consumers = 0
+        self.api_total = 0
+        self.api_errors = 0
         account.interest_listeners.append(self._on_interest)
 
     def _on_interest(self, sub: Any, added: bool) -> None:
@@ -85,7 +97,22 @@ class JSAccount:
                 file += s.store.bytes
         return mem, file
 
+    def reserved(self, skip: str = "") -> tuple[int, int]:
+        """Bytes reserved by streams with max_bytes (memory, file), as nats-server's reservedStorage."""
+        mem = file = 0
+        for s in self.streams.values():
+            mb = s.config["max_bytes"]
+            if mb > 0 and s.name != skip:
+                if s.config["storage"] == "memory":
+                    mem += mb
+                else:
+                    file += mb
+        return mem, file
+
     def check_store(self, stream: Stream, size: int) -> None:
+        """Before storing a message: the server already past its limit is "insufficient resources", the
+        account going past its limit with this message is "resource limits exceeded" (nats-server's
+        checks, in its order)."""
         lim = self.limits
         js = self.js
         memory = stream.config["storage"] == "memory"
@@ -93,14 +120,12 @@ class JSAccount:
         srv_max = js.max_memory if memory else js.max_file
         if acc_max < 0 and srv_max < 0:
             return
-        mem, file = self.usage()
-        used = mem if memory else file
-        if 0 <= acc_max < used + size:
-            raise api_error("JSAccountResourcesExceededErr")
-        if srv_max >= 0:
-            total = js.total_usage()[0 if memory else 1]
-            if total + size > srv_max:
-                raise api_error("JSStorageResourcesExceededErr" if not memory else "JSMemoryResourcesExceededErr")
+        if srv_max >= 0 and js.server_usage(memory, size) > srv_max:
+            raise api_error("JSInsufficientResourcesErr")
+        if acc_max >= 0:
+            mem, file = self.usage()
+            if (mem if memory else file) + size > acc_max:
+                raise api_error("JSAccountResourcesExceededErr")
 
     def consumer_count(self) -> int:
         return sum(len(s.consumers) for s in self.streams.values())
@@ -138,6 +163,20 @@ class JetStream:
         self._ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batch_acks: dict[Any, list[tuple[JSAccount, str, str, int]]] = {}
+        self._usage = [0, 0]
+        self._spin_ok = not isinstance(cfg.sync_interval, str)  # fsync=always commits on the writer thread
+        self._last_ack_ns = 0
+        self._spin_until = 0
+        self._spinning = False
+        self._spin_misses = 0
+        self._spin_skip = 0
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in start()
+        self._usage_at = 0.0
+        # disk full: see note_store_full
+        self.store_full = False
+        self._full_usage = 0
+        self._reserve_path = os.path.join(self.store_dir, RESERVE_NAME)
+        self._reserve_size = 0
         self.started = 0.0
         from edged.jetstream import api
 
@@ -152,11 +191,24 @@ class JetStream:
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         os.makedirs(self.store_dir, exist_ok=True)
+        # unset server limits default as nats-server's do: 75% of the memory, 75% of the disk free now
+        if self.max_memory < 0:
+            with contextlib.suppress(ValueError, OSError):
+                self.max_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4 * 3
+        if self.max_file < 0:
+            with contextlib.suppress(OSError):
+                st = os.statvfs(self.store_dir)
+                self.max_file = st.f_bavail * st.f_frsize // 4 * 3
+        self._make_reserve()
         self.file_store = SQLiteStore(self.store_dir, sync_interval=self.config.sync_interval)
         await self.file_store.open()
         await self.mem_store.open()
+        # after each socket read: start the commit now, and if it committed inline, send its acks in the
+        # same read's flush instead of one loop turn later (the future's callbacks are scheduled)
         self.server.read_hooks.append(self.file_store.kick)
+        self.server.read_hooks.append(self._acks_now)
         for name, acc in list(self.server.accounts.items()):
             if name == self.server.system_account_name:
                 continue
@@ -208,8 +260,9 @@ class JetStream:
                         r = stop(deleted=False)
                         if inspect.isawaitable(r):
                             await r
-        if self.file_store is not None and self.file_store.kick in self.server.read_hooks:
-            self.server.read_hooks.remove(self.file_store.kick)
+        for hook in (getattr(self.file_store, "kick", None), self._acks_now):
+            if hook in self.server.read_hooks:
+                self.server.read_hooks.remove(hook)
         for acc, sub in self._api_subs:
             acc.internal.unsubscribe(sub)
         self._api_subs.clear()
@@ -243,6 +296,33 @@ class JetStream:
     def store_for(self, storage: str) -> Any:
         return self.mem_store if storage == "memory" else self.file_store
 
+    def total_reserved(self) -> tuple[int, int]:
+        mem = file = 0
+        for jsa in self.accounts.values():
+            m, f = jsa.reserved()
+            mem += m
+            file += f
+        return mem, file
+
+    def server_usage(self, memory: bool, adding: int) -> int:
+        """The server's memory or file usage before a message of `adding` bytes, for the server-wide limit
+        checked on every publish. Summing all streams each time would cost per message; instead a total
+        taken at most every 50 ms plus what was added since is an upper bound, and the exact sum is
+        taken only when that bound is past the limit."""
+        i = 0 if memory else 1
+        now = time.monotonic()
+        if now >= self._usage_at:
+            self._usage = list(self.total_usage())
+            self._usage_at = now + 0.05
+        used = self._usage[i]
+        limit = self.max_memory if memory else self.max_file
+        if used > limit:
+            self._usage = list(self.total_usage())
+            self._usage_at = now + 0.05
+            used = self._usage[i]
+        self._usage[i] += adding
+        return used
+
     def total_usage(self) -> tuple[int, int]:
         mem = file = 0
         for jsa in self.accounts.values():
@@ -250,6 +330,67 @@ class JetStream:
             mem += m
             file += f
         return mem, file
+
+    # ------------------------------------------------------------------ disk full
+
+    def _make_reserve(self) -> None:
+        """Keep a few MB of the store's filesystem in a reserve file. When the disk fills up, SQLite can
+        neither checkpoint its WAL (the database file must grow) nor write the WAL of a purge, so
+        nothing could ever be removed; releasing the reserve gives exactly that room back."""
+        try:
+            st = os.statvfs(self.store_dir)
+            size = min(RESERVE_MAX, st.f_blocks * st.f_frsize // 20)
+            size -= size % 4096
+            if size <= 0:
+                return
+            if os.path.exists(self._reserve_path) and os.path.getsize(self._reserve_path) >= size:
+                self._reserve_size = size
+                return
+            fd = os.open(self._reserve_path, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+            self._reserve_size = size
+        except OSError as e:
+            self._reserve_size = 0
+            with contextlib.suppress(OSError):
+                os.unlink(self._reserve_path)
+            log.warning("JetStream: could not reserve space in %s: %s", self.store_dir, e)
+
+    def note_store_full(self) -> None:
+        """The store hit a full disk: release the reserve so that purges and deletes can be written, and
+        refuse publishes to file streams until enough has been removed (_check_space)."""
+        if self.store_full:
+            return
+        self.store_full = True
+        self._full_usage = self.total_usage()[1]
+        released = self._reserve_size
+        with contextlib.suppress(OSError):
+            os.unlink(self._reserve_path)
+        self._reserve_size = 0
+        log.error("JetStream: the store's disk is full (%s); released %d reserved bytes so purges and deletes "
+                  "can proceed; publishes to file streams are refused until messages are removed",
+                  self.store_dir, released)
+
+    def space_freed(self) -> None:
+        """Called after a purge or delete committed: maybe publishes can resume right away."""
+        if self.store_full:
+            self._check_space()
+
+    def _check_space(self) -> None:
+        need = max(1, min(RESERVE_MAX // 2, self._full_usage // 2))
+        if self.store_full and self.total_usage()[1] <= self._full_usage - need:
+            # enough removed: the database reuses those pages without growing
+            self.store_full = False
+            log.info("JetStream: messages were removed; publishes to file streams are accepted again")
+        if not self._reserve_size:
+            try:
+                st = os.statvfs(self.store_dir)
+            except OSError:
+                return
+            if st.f_bavail * st.f_frsize > 2 * RESERVE_MAX:
+                self._make_reserve()
 
     # ------------------------------------------------------------------ API
 
@@ -271,8 +412,6 @@ class JetStream:
             if len(parts) < 4:
                 return
             rest = parts[3]
-        acc: Account = sub.conn.account
-        jsa = self.accounts.get(acc.name)
         tokens = rest.split(".")
         handler = None
         for n in range(min(len(tokens), 4), 0, -1):
@@ -280,52 +419,78 @@ class JetStream:
             if handler is not None:
                 tokens = tokens[n:]
                 break
-        if not reply:
-            return  # nats-server ignores API requests without a reply subject
-        if jsa is None:
-            self.api_errors += 1
-            self._reply(acc, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()},
-                        _type_for(rest))
+        # nats-server subscribes each API subject with its exact token count (`STREAM.INFO.*`, ...):
+        # anything else, and requests without a reply subject, get no response at all
+        if handler is None or not reply:
             return
-        if handler is None:
-            self.api_errors += 1
-            self._reply(acc, reply, {"error": api_error("JSBadRequestErr").to_dict()}, "")
+        arity = getattr(handler, "arity", None)
+        if arity is not None and not (arity[0] <= len(tokens) <= arity[1] and all(tokens)):
+            return
+        acc: Account = sub.conn.account
+        jsa = self.accounts.get(acc.name)
+        if jsa is None:
+            if getattr(handler, "resp_type", ""):  # JSON APIs say so; a direct get has no one listening
+                self._reply(acc, None, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()}, handler)
             return
         req = ApiRequest(self, acc, jsa, subject, tokens, reply, hdr, payload)
-        self.api_total += 1
         try:
             res = handler(req)
         except JSApiError as e:
-            self.api_errors += 1
-            self._reply(acc, reply, {"error": e.to_dict()}, getattr(handler, "resp_type", ""))
+            self._reply(acc, jsa, reply, {"error": e.to_dict()}, handler, e.counted_ok)
             return
         if inspect.isawaitable(res):
-            t = asyncio.get_running_loop().create_task(self._finish(acc, reply, handler, res))
+            t = asyncio.get_running_loop().create_task(self._finish(acc, jsa, reply, handler, res))
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
         elif res is not None:
-            self._reply(acc, reply, res, getattr(handler, "resp_type", ""))
+            self._reply(acc, jsa, reply, res, handler)
 
-    async def _finish(self, acc: Account, reply: str, handler: Any, aw: Any) -> None:
+    async def _finish(self, acc: Account, jsa: JSAccount, reply: str, handler: Any, aw: Any) -> None:
+        self.api_inflight += 1
+        ok = False
         try:
             res = await aw
         except JSApiError as e:
-            self.api_errors += 1
-            self._reply(acc, reply, {"error": e.to_dict()}, getattr(handler, "resp_type", ""))
-            return
+            res = {"error": e.to_dict()}
+            ok = e.counted_ok
+        except StoreError as e:
+            if isinstance(e, StoreFullError):
+                self.note_store_full()
+            log.error("JetStream API request failed in the store: %s", e)
+            res = {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()}
         except Exception as e:  # a bug must not kill the API; report it as nats-server would a store error
             log.exception("JetStream API handler failed")
-            self.api_errors += 1
-            self._reply(acc, reply, {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()},
-                        getattr(handler, "resp_type", ""))
-            return
+            res = {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()}
+        finally:
+            self.api_inflight -= 1
         if res is not None:
-            self._reply(acc, reply, res, getattr(handler, "resp_type", ""))
+            self._reply(acc, jsa, reply, res, handler, ok)
 
-    def _reply(self, acc: Account, reply: str, body: dict[str, Any], rtype: str) -> None:
-        if rtype and "type" not in body:
+    def _reply(self, acc: Account, jsa: JSAccount | None, reply: str, body: dict[str, Any], handler: Any,
+               counted_ok: bool = False) -> None:
+        """Send an API response: `type` first, as nats-server's structs marshal; an error reply also carries
+        the fields its response struct always has (`total/offset/limit`, `purged`...). Counted afterwards,
+        so `$JS.API.INFO` reports the calls before itself, as nats-server does."""
+        rtype = getattr(handler, "resp_type", "")
+        err = "error" in body
+        if err:
+            extra = getattr(handler, "err_fields", None)
+            head = {"type": rtype} if rtype and "type" not in body else {}
+            body = {**head, **body, **extra} if extra else ({**head, **body} if head else body)
+        elif rtype and "type" not in body:
             body = {"type": rtype, **body}
         acc.internal.publish(reply, _encode(body))
+        self.spin()
+        if counted_ok:
+            err = False
+        if err or getattr(handler, "count_ok", True):
+            self.api_total += 1
+            if err:
+                self.api_errors += 1
+            if jsa is not None:
+                jsa.api_total += 1
+                if err:
+                    jsa.api_errors += 1
 
     def send_json(self, jsa: JSAccount, reply: str, body: dict[str, Any]) -> None:
         jsa.internal.publish(reply, _encode(body))
@@ -348,9 +513,18 @@ class JetStream:
             committed.add_done_callback(self._batch_committed)
         acks.append((jsa, reply, stream, seq))
 
+    def _acks_now(self) -> None:
+        if self._batch_acks:
+            for f in [f for f in self._batch_acks if f.done()]:
+                self._batch_committed(f)
+
     def _batch_committed(self, f: Any) -> None:
-        acks = self._batch_acks.pop(f, ())
+        acks = self._batch_acks.pop(f, None)
+        if acks is None:
+            return  # already sent by _acks_now
         exc = f.exception() if not f.cancelled() else StoreError("cancelled")
+        if isinstance(exc, StoreFullError):
+            self.note_store_full()
         if exc is not None:
             for jsa, reply, stream, _ in acks:
                 self.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
@@ -359,7 +533,45 @@ class JetStream:
             send = self.send_ack
             for jsa, reply, stream, seq in acks:
                 send(jsa, reply, stream, seq)
+            if len(acks) == 1:
+                self.spin()
         self.server.flush_now()
+
+    def spin(self) -> None:
+        """A client that awaits each reply (a PubAck, an API or direct-get response) sends its next
+        request right after receiving one. When replies go out one at a time and often (the previous one
+        under 2 ms ago), keep the event loop polling for up to SPIN_NS instead of letting it sleep: waking
+        a sleeping loop costs tens of µs (a halted core, a VM's vCPU), more than the rest of the round
+        trip. Go's scheduler spins the same way before parking. A sporadic publisher never triggers it;
+        between turns the loop polls its sockets without the GIL, so the store's writer thread is not
+        held up; with `sync_interval: always` (commits on the writer thread) it is off. A window that
+        ends without the next request arriving (a client slower than SPIN_NS) is a miss; from the second
+        miss in a row on, each doubles the number of replies that follow without spinning (up to 63), so
+        a slow client costs at most a few percent of a core."""
+        if not self._spin_ok:
+            return
+        now = time.perf_counter_ns()
+        recent = now - self._last_ack_ns < 2_000_000
+        self._last_ack_ns = now
+        if not recent:
+            return
+        if self._spinning:
+            self._spin_misses = 0  # this window caught the next request
+        elif self._spin_skip:
+            self._spin_skip -= 1
+            return
+        self._spin_until = now + SPIN_NS
+        if not self._spinning:
+            self._spinning = True
+            self._loop.call_soon(self._spin)
+
+    def _spin(self) -> None:
+        if time.perf_counter_ns() < self._spin_until:
+            self._loop.call_soon(self._spin)
+        else:
+            self._spinning = False
+            self._spin_misses = min(self._spin_misses + 1, 7)
+            self._spin_skip = (1 << (self._spin_misses - 1)) - 1  # a single miss is free
 
     def advisory(self, jsa: JSAccount, suffix: str, body: dict[str, Any], kind: str = "ADVISORY") -> None:
         """Publish on `$JS.EVENT.<kind>.<suffix>` (ADVISORY, or METRIC for ack samples), as nats-server."""
@@ -411,6 +623,8 @@ class JetStream:
                     if s.allow_ttl:
                         interval = min(interval, 0.25)
             await asyncio.sleep(interval)
+            if self.store_full or not self._reserve_size:
+                self._check_space()
             now = time.time_ns()
             for jsa in list(self.accounts.values()):
                 for s in list(jsa.streams.values()):
@@ -422,43 +636,95 @@ class JetStream:
 
     # ------------------------------------------------------------------ monitoring
 
-    def info(self) -> dict[str, Any]:
+    def _config_dict(self) -> dict[str, Any]:
+        """nats-server's JetStreamConfig as /varz and /jsz print it."""
+        c: dict[str, Any] = {"max_memory": self.max_memory, "max_storage": self.max_file,
+                             "store_dir": self.store_dir}
+        si = self.config.sync_interval
+        if isinstance(si, str):
+            c["sync_interval"] = int(120 * 1e9)
+            c["sync_always"] = True
+        else:
+            c["sync_interval"] = int(si * 1e9)
+        if self.domain:
+            c["domain"] = self.domain
+        return c
+
+    def _stats(self) -> dict[str, Any]:
         mem, file = self.total_usage()
-        return {
-            "config": {"max_memory": self.max_memory, "max_storage": self.max_file, "store_dir": self.store_dir,
-                       "sync_interval": _sync_ns(self.config.sync_interval), **({"domain": self.domain}
-                                                                                  if self.domain else {})},
-            "stats": {"memory": mem, "storage": file, "reserved_memory": 0, "reserved_storage": 0,
-                      "accounts": len(self.accounts), "ha_assets": 0,
-                      "api": {"total": self.api_total, "errors": self.api_errors, "inflight": self.api_inflight}},
-        }
+        rmem, rfile = self.total_reserved()
+        api: dict[str, Any] = {"total": self.api_total, "errors": self.api_errors}
+        if self.api_inflight:
+            api["inflight"] = self.api_inflight
+        return {"memory": mem, "storage": file, "reserved_memory": rmem, "reserved_storage": rfile,
+                "accounts": len(self.accounts), "ha_assets": 0, "api": api}
+
+    def info(self) -> dict[str, Any]:
+        """The `jetstream` section of /varz."""
+        return {"config": self._config_dict(), "stats": self._stats()}
 
     def jsz(self, opts: Any = None) -> dict[str, Any]:
-        mem, file = self.total_usage()
-        streams = sum(len(a.streams) for a in self.accounts.values())
-        consumers = sum(a.consumer_count() for a in self.accounts.values())
-        msgs = sum(s.store.msgs for a in self.accounts.values() for s in a.streams.values())
-        nbytes = sum(s.store.bytes for a in self.accounts.values() for s in a.streams.values())
+        """/jsz, with nats-server's options: `accounts`, `streams` (implies accounts), `consumers`
+        (implies streams), `config`, `acc` (one account), `offset`/`limit` over accounts."""
+        accounts_opt = bool(getattr(opts, "accounts", False))
+        streams_opt = bool(getattr(opts, "streams", False))
+        consumers_opt = bool(getattr(opts, "consumer", False))
+        config_opt = bool(getattr(opts, "config", False))
+        only = str(getattr(opts, "account", "") or "")
+        offset = int(getattr(opts, "offset", 0) or 0)
+        limit = int(getattr(opts, "limit", 0) or 0) or 1024
+        if consumers_opt:
+            streams_opt = True
+        if streams_opt and not only:
+            accounts_opt = True
+        all_streams = [s for a in self.accounts.values() for s in a.streams.values()]
         out: dict[str, Any] = {
-            "server_id": self.server.server_id, "now": rfc3339ns(time.time_ns()),
-            "config": self.info()["config"], "memory": mem, "storage": file, "reserved_memory": 0,
-            "reserved_storage": 0, "accounts": len(self.accounts), "ha_assets": 0,
-            "api": {"total": self.api_total, "errors": self.api_errors}, "streams": streams,
-            "consumers": consumers, "messages": msgs, "bytes": nbytes,
+            "server_id": self.server.server_id, "now": rfc3339ns(time.time_ns()), "config": self._config_dict(),
+            **self._stats(), "streams": len(all_streams), "consumers": sum(len(s.consumers) for s in all_streams),
+            "messages": sum(s.store.msgs for s in all_streams), "bytes": sum(s.store.bytes for s in all_streams),
         }
-        if getattr(opts, "accounts", False) or getattr(opts, "streams", False):
-            details = []
-            for name, jsa in self.accounts.items():
-                d: dict[str, Any] = {"name": name, "id": name, "memory": jsa.usage()[0], "storage": jsa.usage()[1],
-                                     "api": {"total": 0, "errors": 0}}
-                if getattr(opts, "streams", False):
-                    d["stream_detail"] = [{"name": s.name, "created": rfc3339ns(s.created),
-                                           "state": s.state_dict(), **({"config": s.config}
-                                                                        if getattr(opts, "config", False) else {})}
-                                          for s in jsa.streams.values()]
-                details.append(d)
-            out["account_details"] = details
+        if only and only in self.accounts:
+            accounts = [self.accounts[only]]
+        elif accounts_opt:
+            accounts = sorted(self.accounts.values(), key=lambda a: a.account.name)[offset:][:limit]
+        else:
+            accounts = []
+        if accounts:
+            out["account_details"] = [self._account_detail(jsa, streams_opt, consumers_opt, config_opt)
+                                      for jsa in accounts]
         return out
+
+    def _account_detail(self, jsa: JSAccount, streams: bool, consumers: bool, config: bool) -> dict[str, Any]:
+        mem, file = jsa.usage()
+        u64 = (1 << 64) - 1
+        # nats-server prints the account's limits here, as unsigned numbers (so -1 is 2^64-1)
+        d: dict[str, Any] = {"name": jsa.account.name, "id": jsa.account.name, "memory": mem, "storage": file,
+                             "reserved_memory": jsa.limits.max_memory & u64,
+                             "reserved_storage": jsa.limits.max_file & u64, "accounts": 0, "ha_assets": 0,
+                             "api": {"total": jsa.api_total, "errors": jsa.api_errors}}
+        if streams:
+            details = []
+            for s in jsa.streams.values():
+                sd: dict[str, Any] = {"name": s.name, "created": rfc3339ns(s.created),
+                                      "cluster": {"leader": self.server.server_name}}
+                if config:
+                    sd["config"] = s.config
+                sd["state"] = s.state_dict()
+                if consumers and s.consumers:
+                    infos = []
+                    for c in s.consumers.values():
+                        info = getattr(c, "info", None)
+                        if info is None:
+                            continue
+                        ci = dict(info())
+                        ci.pop("type", None)
+                        if not config:
+                            ci.pop("config", None)
+                        infos.append(ci)
+                    sd["consumer_detail"] = infos
+                details.append(sd)
+            d["stream_detail"] = details
+        return d
 
     def healthz(self, account: str = "", stream: str = "", consumer: str = "") -> tuple[bool, str]:
         if self.file_store is None:
@@ -475,12 +741,3 @@ class JetStream:
                     return False, f"JetStream consumer '{consumer}' could not be found"
         return True, ""
 
-
-def _sync_ns(v: float | str) -> Any:
-    return v if isinstance(v, str) else int(v * 1e9)
-
-
-def _type_for(rest: str) -> str:
-    from edged.jetstream.api import response_type
-
-    return response_type(rest)

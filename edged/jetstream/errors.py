@@ -241,9 +241,17 @@ ERRORS: dict[str, tuple[int, int, str]] = {
 class JSApiError(Exception):
     """Raised inside handlers; the dispatcher turns it into `{"error": {...}}`."""
 
+    # nats-server sends a few errors (a failed message delete, a failed purge) through its success path,
+    # so its API stats count them as successful calls; such errors set this
+    counted_ok = False
+
     def __init__(self, code: int, err_code: int, description: str) -> None:
         super().__init__(description)
         self.code, self.err_code, self.description = code, err_code, description
+
+    def counted_as_ok(self) -> JSApiError:
+        self.counted_ok = True
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "err_code": self.err_code, "description": self.description}

@@ -71,6 +71,18 @@ def _invalid(msg: str) -> JSApiError:
     return api_error("JSStreamInvalidConfigF", err=msg)
 
 
+def _enum(cfg: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    """A policy field; an unknown value fails to unmarshal in nats-server (invalid JSON, not a config error)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if v not in allowed:
+        raw = _json_encode(v).decode()
+        quoted = '"' + raw.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        raise api_error("JSInvalidJSONErr", err=f"can not unmarshal {quoted}")
+    return v  # type: ignore[no-any-return]
+
+
 def _int(cfg: dict[str, Any], key: str, default: int) -> int:
     v = cfg.get(key, default)
     if v is None:
@@ -91,18 +103,14 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     desc = req.get("description") or ""
     if len(desc) > MAX_DESCRIPTION_LEN:
         raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
-    retention = req.get("retention") or "limits"
-    if retention not in _RETENTION:
-        raise _invalid("invalid retention")
-    discard = req.get("discard") or "old"
-    if discard not in _DISCARD:
-        raise _invalid("invalid discard policy")
-    storage = req.get("storage") or "file"
-    if storage not in _STORAGE:
-        raise _invalid("invalid storage type")
-    compression = req.get("compression") or "none"
-    if compression not in ("none", "s2"):
-        raise _invalid("invalid compression")
+    retention = _enum(req, "retention", _RETENTION, "limits")
+    discard = _enum(req, "discard", _DISCARD, "old")
+    storage = _enum(req, "storage", _STORAGE, "file")
+    compression = req.get("compression")
+    if compression is None:
+        compression = "none"
+    elif compression not in ("none", "s2"):
+        raise api_error("JSInvalidJSONErr", err="unknown compression algorithm")
     replicas = _int(req, "num_replicas", 1) or 1
     if replicas > 5:
         raise _invalid("maximum replicas is 5")
@@ -112,8 +120,9 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         raise api_error("JSStreamReplicasNotSupportedErr")
     if req.get("mirror") or req.get("sources"):
         raise _invalid("stream mirrors and sources are not supported by edged yet")
-    if req.get("placement") and (req["placement"].get("cluster") or req["placement"].get("tags")):
-        raise api_error("JSClusterNoPeersErrF", err="placement is not supported by a single edged server")
+    placement = {k: v for k, v in (req.get("placement") or {}).items() if v}
+    if placement.get("preferred"):
+        raise _invalid("preferred server not permitted in placement")
 
     def lim(key: str) -> int:
         v = _int(req, key, -1)
@@ -151,26 +160,24 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal subjects")
     no_ack = bool(req.get("no_ack"))
     seen: set[str] = set()
-    for s in subjects:
-        if not is_valid_subject(s):
+    # nats-server's checks, per subject and in its order (so the first fault reported is the same)
+    for i, subj in enumerate(subjects):
+        if not is_valid_subject(subj):
             raise _invalid("invalid subject")
-        if s in seen:
+        if subj in seen:
             raise _invalid("duplicate subjects detected")
-        seen.add(s)
-        if s == ">":
-            if not no_ack:
-                raise _invalid("capturing all subjects requires no-ack to be true")
-        elif not no_ack:
-            for ns in ("$JS.API.>", "$KV.>", "$OBJ.>", "$JSC.>", "$NRG.>"):
-                if subjects_overlap(s, ns) and not subject_is_subset(s, "$JS.EVENT.>"):
-                    if ns == "$JS.API.>":
-                        raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
-            if subjects_overlap(s, "$SYS.>") and not subject_is_subset(s, "$SYS.ACCOUNT.>"):
+        if subj == ">" and not no_ack:
+            raise _invalid("capturing all subjects requires no-ack to be true")
+        if not no_ack:
+            for ns in ("$JS.>", "$JSC.>", "$NRG.>"):
+                if subjects_overlap(subj, ns) and not subject_is_subset(subj, "$JS.EVENT.>"):
+                    raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+            if subjects_overlap(subj, "$SYS.>") and not subject_is_subset(subj, "$SYS.ACCOUNT.>"):
                 raise _invalid("subjects that overlap with system api require no-ack to be true")
-    for i, a in enumerate(subjects):
-        for b in subjects[i + 1:]:
-            if subjects_overlap(a, b):
-                raise _invalid(f'subject "{b}" overlaps with "{a}"')
+        for later in subjects[i + 1:]:
+            if subjects_overlap(later, subj):
+                raise _invalid(f'subject "{subj}" overlaps with "{later}"')
+        seen.add(subj)
     first_seq = _int(req, "first_seq", 0)
     if first_seq < 0:
         raise _invalid("first sequence can not be negative")
@@ -183,11 +190,12 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
             raise api_error("JSStreamTransformInvalidDestination", err="invalid subject")
     rp = req.get("republish")
     if rp:
-        if not rp.get("dest") or not is_valid_subject(rp.get("dest", "")):
-            raise _invalid("stream configuration for republish destination is not a valid subject")
         src = rp.get("src") or ">"
-        if not is_valid_subject(src):
-            raise _invalid("stream configuration for republish source is not a valid subject")
+        dest = rp.get("dest") or ""
+        if any(subjects_overlap(dest, subj) for subj in subjects):
+            raise _invalid("stream configuration for republish destination forms a cycle")
+        if not is_valid_subject(src) or not is_valid_subject(dest):
+            raise _invalid(f"stream configuration for republish with transform from '{src}' to '{dest}' not valid")
     cfg: dict[str, Any] = {"name": name}
     if desc:
         cfg["description"] = desc
@@ -199,6 +207,8 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     })
     if first_seq:
         cfg["first_seq"] = first_seq
+    if placement:
+        cfg["placement"] = placement
     if st:
         cfg["subject_transform"] = {"src": st.get("src") or "", "dest": st.get("dest")}
     if rp:
@@ -241,8 +251,6 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise _invalid("stream configuration update can not cancel deny purge")
     if old.get("allow_msg_ttl") and not new.get("allow_msg_ttl"):
         raise _invalid("message TTL status can not be disabled")
-    if new.get("first_seq", 0) != old.get("first_seq", 0):
-        raise _invalid("stream configuration update can not change first sequence")
 
 
 def parse_ttl(value: str) -> int:
@@ -277,6 +285,7 @@ class Stream:
         self.consumers: dict[str, Any] = {}
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
+        self._last_of: dict[str, int] = {}  # subject -> last sequence, kept when max_msgs_per_subject is 1
         self.last_msg_id = ""
         self.closed = False
         self._apply_config()
@@ -286,6 +295,7 @@ class Stream:
     def _apply_config(self) -> None:
         c = self.config
         self.retention = c["retention"]
+        self.file = c["storage"] == "file"
         self.max_msgs = c["max_msgs"]
         self.max_bytes = c["max_bytes"]
         self.max_age = c["max_age"]
@@ -341,8 +351,9 @@ class Stream:
             exp = get_header(hdr, "Nats-Expected-Stream")
             if exp and exp != self.name:
                 raise api_error("JSStreamNotMatchErr")
+            # an empty header counts as absent, as in nats-server
             t = get_header(hdr, "Nats-TTL")
-            if t is not None:
+            if t:
                 if not self.allow_ttl:
                     raise api_error("JSMessageTTLDisabledErr")
                 try:
@@ -350,14 +361,14 @@ class Stream:
                 except ValueError:
                     raise api_error("JSMessageTTLInvalidErr") from None
             elss = get_header(hdr, "Nats-Expected-Last-Subject-Sequence")
-            if elss is not None:
+            if elss:
                 want = _seq_header(elss)
                 last = store.load_last(subject)
                 have = last.seq if last is not None else 0
                 if have != want:
                     raise api_error("JSStreamWrongLastSequenceErrF", seq=have)
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
-            if els is not None and _seq_header(els) != store.last_seq:
+            if els and _seq_header(els) != store.last_seq:
                 raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
             msg_id = get_header(hdr, "Nats-Msg-Id") or ""
             if msg_id:
@@ -367,7 +378,7 @@ class Stream:
                         self.js.send_ack(self.jsa, reply, self.name, prev[0], duplicate=True)
                     return
             elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
-            if elmi is not None and elmi != self.last_msg_id:
+            if elmi and elmi != self.last_msg_id:
                 raise api_error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
             rollup = get_header(hdr, "Nats-Rollup") or ""
             if rollup:
@@ -386,6 +397,8 @@ class Stream:
             if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
         self.jsa.check_store(self, size)
+        if self.js.store_full and self.file:
+            raise api_error("JSInsufficientResourcesErr")
         try:
             seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0)
         except StoreFullError as e:
@@ -394,13 +407,26 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e)) from None
         if msg_id:
             self.dedupe[msg_id] = (seq, ts)
-            self.last_msg_id = msg_id
+        self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
         removed = 0
         if rollup == "sub":
             removed += store.purge(subject, keep=1)
         elif rollup == "all":
             removed += store.purge(None, keep=1)
-        if self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
+        if self.max_per == 1:
+            # a KV bucket's common case: remember each subject's last sequence, so replacing a value
+            # deletes the previous one by sequence instead of searching the subject's messages
+            last_of = self._last_of
+            if len(last_of) > 2 * len(store.subjects) + 1024:
+                last_of.clear()  # subjects since removed: forget them (it is only a shortcut)
+            prev = last_of.get(subject)
+            last_of[subject] = seq
+            n = store.subjects.get(subject, 0)
+            if n == 2 and prev is not None and store.delete(prev):
+                removed += 1
+            elif n > 1:
+                removed += store.trim_subject(subject, 1)
+        elif self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
             removed += store.trim_subject(subject, self.max_per)
         if not self.discard_new:
             if self.max_msgs > 0 and store.msgs > self.max_msgs:
@@ -481,7 +507,10 @@ class Stream:
     def expire(self, now_ns: int) -> int:
         removed = 0
         if self.max_age > 0:
-            removed += self.store.remove_older_than(now_ns - self.max_age)
+            if self.allow_ttl:
+                removed += self._expire_age_keeping_never(now_ns - self.max_age)
+            else:
+                removed += self.store.remove_older_than(now_ns - self.max_age)
         if self.allow_ttl:
             removed += len(self.store.expire_due(now_ns))
         if self.dedupe:
@@ -492,9 +521,33 @@ class Stream:
             self.notify_removed()
         return removed
 
+    def _expire_age_keeping_never(self, cutoff: int) -> int:
+        """max_age on a stream with per-message TTLs: a message published with `Nats-TTL: never` outlives
+        max_age (nats-server skips it and goes on with the next ones)."""
+        st = self.store
+        doomed: list[int] = []
+        seq = st.first_seq
+        while True:
+            batch = st.read_batch(seq, None, 256)
+            for m in batch:
+                if m.ts > cutoff:
+                    break
+                if not (m.hdr and _never_expires(m.hdr)):
+                    doomed.append(m.seq)
+            else:
+                if len(batch) == 256:
+                    seq = batch[-1].seq + 1
+                    continue
+            break
+        for s in doomed:
+            st.delete(s)
+        return len(doomed)
+
     def rebuild_dedupe(self) -> None:
         """After a restart: message ids published inside the duplicate window are still duplicates."""
         cutoff = time.time_ns() - self.dup_window
+        last = self.store.load(self.store.last_seq)
+        self.last_msg_id = (get_header(last.hdr, "Nats-Msg-Id") or "") if last is not None and last.hdr else ""
         seq = self.store.last_seq
         n = 0
         while seq > 0 and n < 100_000:
@@ -504,8 +557,6 @@ class Stream:
             mid = get_header(m.hdr, "Nats-Msg-Id") if m.hdr else None
             if mid and mid not in self.dedupe:
                 self.dedupe[mid] = (m.seq, m.ts)
-                if not self.last_msg_id:
-                    self.last_msg_id = mid
             seq = m.seq - 1
             n += 1
 
@@ -529,26 +580,40 @@ class Stream:
         d["consumer_count"] = len(self.consumers)
         return d
 
-    def info(self, deleted_details: bool = False, subjects_filter: str | None = None) -> dict[str, Any]:
-        return {"config": self.config, "created": rfc3339ns(self.created),
-                "state": self.state_dict(deleted_details, subjects_filter),
-                "cluster": {"leader": self.js.server.server_name}, "ts": rfc3339ns(time.time_ns())}
+    def info(self, deleted_details: bool = False, subjects_filter: str | None = None, domain: bool = False,
+             cluster: bool = False) -> dict[str, Any]:
+        """nats-server's StreamInfo. Which responses carry `domain` (info, update, list) and `cluster`
+        (info only) follows its API handlers."""
+        d: dict[str, Any] = {"config": self.config, "created": rfc3339ns(self.created),
+                             "state": self.state_dict(deleted_details, subjects_filter)}
+        if domain and self.js.domain:
+            d["domain"] = self.js.domain
+        if cluster:
+            d["cluster"] = {"leader": self.js.server.server_name}
+        d["ts"] = rfc3339ns(time.time_ns())
+        return d
 
     def config_bytes(self) -> bytes:
         return _json_encode(self.config)
 
 
-def _seq_header(v: str) -> int:
+def _never_expires(hdr: bytes) -> bool:
+    t = get_header(hdr, "Nats-TTL")
     try:
-        return int(v.strip())
+        return bool(t) and parse_ttl(t) == -1  # type: ignore[arg-type]
     except ValueError:
-        return -1
+        return False
 
 
-def msg_dict(m: Any) -> dict[str, Any]:
-    """A stored message as STREAM.MSG.GET returns it."""
+def _seq_header(v: str) -> int:
+    """nats-server's parseInt64: decimal digits only, anything else is -1 (which then never matches)."""
+    return int(v) if v.isascii() and v.isdigit() else -1
+
+
+def msg_dict(m: Any, headers: bool = True) -> dict[str, Any]:
+    """A stored message as STREAM.MSG.GET returns it (`no_hdr` leaves the headers out)."""
     d: dict[str, Any] = {"subject": m.subject, "seq": m.seq}
-    if m.hdr:
+    if m.hdr and headers:
         d["hdrs"] = base64.b64encode(m.hdr).decode()
     if m.data:
         d["data"] = base64.b64encode(m.data).decode()

@@ -1,0 +1,135 @@
+"""JetStream on its SQLite store under stress: the WAL stays bounded while a publisher awaits each ack
+(small commits run on the loop thread, so checkpoints must be handed to the writer thread), and a full
+disk turns into JetStream errors, never a crash, and is recoverable: a purge gets through, publishing
+resumes, and everything acked before is still there after a restart. (The server's own limit, 75% of
+the disk free at start as in nats-server, answers "insufficient resources" before the disk is full;
+the test fills the disk from outside, as other programs would.)"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import tempfile
+import threading
+from typing import Any
+
+import nats
+import pytest
+from nats.js.errors import APIError
+
+from storage import SQLiteStore
+from tests.jsutil import run
+from tests.servers import ServerProcess
+
+
+def test_wal_stays_bounded_with_inline_commits() -> None:
+    """2000 one-row commits (the synchronous-publish pattern) with a 64-page checkpoint interval: the
+    -wal file must stay near that size, and no checkpoint may run on the event loop's thread."""
+    d = tempfile.mkdtemp(prefix="js-wal-")
+    loop_thread = threading.get_ident()
+    seen_threads: set[int] = set()
+
+    async def body() -> int:
+        store = SQLiteStore(d, wal_autocheckpoint=64)
+        await store.open()
+        orig = store._checkpoint
+
+        def spy(fsync_wal: bool) -> None:
+            seen_threads.add(threading.get_ident())
+            orig(fsync_wal)
+
+        store._checkpoint = spy  # type: ignore[method-assign]
+        st = store.create_stream("W", b"{}")
+        await store.flush()
+        biggest = 0
+        for i in range(2000):
+            _, _, done = st.append("w", b"", os.urandom(200))
+            await done
+            if i % 50 == 0:
+                biggest = max(biggest, os.path.getsize(store.path + "-wal"))
+        await store.close()
+        return biggest
+
+    biggest = run(body())
+    # 2000 commits write ~4000 frames (table + index page each); without checkpoints that is > 16 MB
+    assert biggest < 2 * 1024 * 1024, biggest
+    assert seen_threads and loop_thread not in seen_threads
+
+
+def _mount_tmpfs(path: str, size: str) -> None:
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], check=True,
+                       capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"needs a small filesystem to fill (mount tmpfs as root): {e}")
+
+
+def test_disk_full_is_an_error_and_recoverable() -> None:
+    d = tempfile.mkdtemp(prefix="js-full-")
+    _mount_tmpfs(d, "48m")
+    p = ServerProcess("edged", ["-js", "-sd", d])
+    try:
+        p.start()
+
+        async def fill() -> dict[str, Any]:
+            nc = await nats.connect(p.url)
+            js = nc.jetstream(timeout=10)
+            await js.add_stream(name="KEEP", subjects=["keep"])
+            kept = [(await js.publish("keep", f"k{i}".encode())).seq for i in range(20)]
+            await js.add_stream(name="FILL", subjects=["fill"])
+            # something else fills the disk (logs, another program): leave edged a few MB
+            st = os.statvfs(d)
+            with open(os.path.join(d, "filler"), "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 6 * 1024 * 1024)
+            acked, errors = 0, set()
+            for _ in range(2000):
+                try:
+                    await js.publish("fill", os.urandom(64 * 1024))
+                    acked += 1
+                except APIError as e:
+                    errors.add(e.err_code)
+                    if len(errors) >= 2:
+                        break
+            # the server still answers, and what was stored is readable
+            info = await js.stream_info("FILL")
+            keep = [(await js.get_msg("KEEP", s)).data for s in kept]
+            purged = (await js.purge_stream("FILL"))
+            resumed = None
+            for _ in range(50):
+                try:
+                    resumed = (await js.publish("fill", b"after")).seq
+                    break
+                except APIError:
+                    await asyncio.sleep(0.1)
+            later = (await js.publish("keep", b"later")).seq
+            await nc.close()
+            return {"acked": acked, "errors": errors, "fill_msgs": info.state.messages, "keep": keep,
+                    "purged": purged, "resumed": resumed, "later": later}
+
+        r = run(fill(), timeout=180)
+        assert r["acked"] > 20
+        assert r["errors"] <= {10077, 10023} and 10077 in r["errors"]  # store failed: full; then refused
+        assert r["fill_msgs"] == r["acked"]  # exactly the acked ones were stored
+        assert r["keep"] == [f"k{i}".encode() for i in range(20)]
+        assert r["purged"] is True
+        assert r["resumed"] == r["acked"] + 1
+        assert r["later"] == 21
+        assert p.proc is not None and p.proc.poll() is None
+        p.restart()
+
+        async def after() -> tuple[Any, Any, list[bytes]]:
+            nc = await nats.connect(p.url)
+            js = nc.jetstream()
+            fill, keep = await js.stream_info("FILL"), await js.stream_info("KEEP")
+            data = [(await js.get_msg("KEEP", s)).data for s in range(1, 22)]
+            await nc.close()
+            return fill, keep, data
+
+        fill, keep, data = run(after())
+        assert (fill.state.messages, fill.state.last_seq) == (1, r["acked"] + 1)
+        assert keep.state.messages == 21
+        assert data == [f"k{i}".encode() for i in range(20)] + [b"later"]
+    finally:
+        p.stop()
+        subprocess.run(["umount", "-l", d], capture_output=True, timeout=10)
