@@ -292,10 +292,13 @@ class Stream(ABC):
         if self.msgs == 0:
             self.first_seq = self.last_seq + 1
             return
-        for m in self._scan(self.first_seq + 1, self.last_seq, compile_filter(None), False, False):
-            self.first_seq = m.seq
-            return
-        self.first_seq = self.last_seq + 1  # pragma: no cover - msgs>0 guarantees a row
+        self.first_seq = self._next_live(self.first_seq)
+
+    def _next_live(self, after: int) -> int:
+        """The first live sequence after `after`, or last_seq + 1."""
+        for m in self._scan(after + 1, self.last_seq, compile_filter(None), False, False):
+            return m.seq  # type: ignore[no-any-return]
+        return self.last_seq + 1
 
     def delete(self, seq: int, erase: bool = False) -> bool:
         """Remove one message. `erase` (secure erase) is accepted for API parity: both backends make
@@ -310,6 +313,16 @@ class Stream(ABC):
             self._advance_first()
         self._persist_meta()
         return True
+
+    def delete_known(self, seq: int, subject: str, size: int) -> None:
+        """Remove a message the caller knows is live, with its subject and stored size (`msg_size`):
+        a KV bucket replacing a key's previous value, without reading that value back first."""
+        self._check()
+        self._drop_one(seq)
+        self._forget(subject, size)
+        if seq == self.first_seq:
+            self._advance_first()
+        self._persist_meta()
 
     def _remove_metas(self, metas: list[Meta], contiguous: bool) -> int:
         """Remove the given live messages (ascending seq). `contiguous` means they are *all* the live

@@ -46,6 +46,7 @@ import heapq
 import os
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -117,6 +118,8 @@ _CONSUMER_DEL = "DELETE FROM consumers WHERE stream = ? AND name = ?"
 
 _FULL = "rowid, subject, hdr, data, ts, ttl"
 _META = "rowid, subject, size, ts"
+_FRONT_READ = 64
+_NEXT_LIVE = f"SELECT rowid FROM msgs WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT {_FRONT_READ}"
 
 IDLE_CHECKPOINT_DELAY = 1.0
 
@@ -229,6 +232,10 @@ class SQLiteStream(Stream):
         self._pend: dict[int, tuple[Any, ...]] = {}
         self._pend_lo = self.last_seq + 1  # every live seq >= _pend_lo is in _pend
         self._gone: set[int] = set()
+        # Committed live sequences just after first_seq, read ahead by _next_live: a KV bucket that
+        # cycles through its keys deletes its first message on every put, and each would otherwise
+        # cost a query to find the next one. Cleared by any removal inside its range.
+        self._front: deque[int] = deque()
 
     # ---- append (hot path) ---------------------------------------------------------------------
     def append(
@@ -361,8 +368,36 @@ class SQLiteStream(Stream):
                 lo = edge + 1
             limit = min(limit * 4, cap)
 
+    def _next_live(self, after: int) -> int:
+        front = self._front
+        gone = self._gone
+        while front:
+            s = front.popleft()
+            if s > after and s not in gone:
+                return s
+        lo = after + 1
+        plo = self._pend_lo
+        hi = min(self.last_seq, plo - 1)
+        base = self._base
+        conn = self._store._rconn
+        while lo <= hi:
+            rows = conn.execute(_NEXT_LIVE, (base + lo, base + hi)).fetchall()
+            live = [s for s in (r[0] & SEQ_MASK for r in rows) if s not in gone]
+            if live:
+                front.extend(live[1:])
+                return live[0]
+            if len(rows) < _FRONT_READ:
+                break
+            lo = (rows[-1][0] & SEQ_MASK) + 1
+        lo = after + 1
+        # pending rows are in ascending order (appends only add higher sequences)
+        return next((k for k in self._pend if k >= lo), self.last_seq + 1)
+
     # ---- removal primitives --------------------------------------------------------------------
     def _drop_one(self, seq: int) -> None:
+        front = self._front
+        if front and front[0] <= seq <= front[-1]:
+            front.clear()
         b = self._store._batch()
         b.deletes.append((self._base + seq,))
         b.touched[self._sid] = self
@@ -372,6 +407,8 @@ class SQLiteStream(Stream):
         self._gone.add(seq)
 
     def _drop_range(self, lo: int, hi: int) -> None:
+        if self._front and hi >= self._front[0]:
+            self._front.clear()
         # Callers only drop ranges starting at first_seq and move first_seq past them, which is
         # what hides the committed rows from reads; pending ones are dropped here.
         b = self._store._batch()

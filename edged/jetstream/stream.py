@@ -285,7 +285,7 @@ class Stream:
         self.consumers: dict[str, Any] = {}
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
-        self._last_of: dict[str, int] = {}  # subject -> last sequence, kept when max_msgs_per_subject is 1
+        self._last_of: dict[str, tuple[int, int]] = {}  # subject -> (last seq, size) when max_msgs_per_subject is 1
         self.last_msg_id = ""
         self.closed = False
         self._apply_config()
@@ -416,13 +416,16 @@ class Stream:
         if self.max_per == 1:
             # a KV bucket's common case: remember each subject's last sequence, so replacing a value
             # deletes the previous one by sequence instead of searching the subject's messages
+            # and its stored size: with one message per subject, two now means the other one is that
+            # previous message, still there (any removal would have left one), so nothing is read back
             last_of = self._last_of
             if len(last_of) > 2 * len(store.subjects) + 1024:
                 last_of.clear()  # subjects since removed: forget them (it is only a shortcut)
             prev = last_of.get(subject)
-            last_of[subject] = seq
+            last_of[subject] = (seq, store.msg_size(subject, hdr, payload))
             n = store.subjects.get(subject, 0)
-            if n == 2 and prev is not None and store.delete(prev):
+            if n == 2 and prev is not None:
+                store.delete_known(prev[0], subject, prev[1])
                 removed += 1
             elif n > 1:
                 removed += store.trim_subject(subject, 1)
