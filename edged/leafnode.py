@@ -63,6 +63,9 @@ OP_LSUB = 6  # (OP_LSUB, subject, queue|None, weight)
 OP_LUNSUB = 7  # (OP_LUNSUB, subject, queue|None)
 OP_LMSG = 8  # (OP_LMSG, subject: bytes, reply: bytes, queues: tuple[bytes, ...], hdr|None, payload)
 OP_ERROR = 9  # (OP_ERROR, text): protocol violation, the parser is dead
+# (OP_LMSGS, subject, reply, [payload, ...]): consecutive plain LMSGs (no queues, no headers) with one subject
+# and reply, only from a parser made with runs=True; the connection matches and checks once per run
+OP_LMSGS = 10
 
 _PING_EV = (OP_PING,)
 _PONG_EV = (OP_PONG,)
@@ -76,12 +79,15 @@ def _size(b: bytes) -> int:
 
 
 class LeafParser(Framer):
-    """Incremental parser for what a hub sends on a leafnode connection."""
+    """Incremental parser for what a hub sends on a leafnode connection. With `runs`, plain LMSGs that
+    follow one another with the same subject and reply come out as one OP_LMSGS event."""
 
-    __slots__ = ()
+    __slots__ = ("runs",)
 
-    def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD) -> None:
+    def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD,
+                 runs: bool = False) -> None:
         super().__init__(max_control_line, max_payload)
+        self.runs = runs
 
     def feed(self, data: bytes) -> list[tuple]:
         if self.dead:
@@ -95,6 +101,9 @@ class LeafParser(Framer):
         pos = 0
         mcl = self.max_control_line
         find = buf.find
+        find_at = buf.startswith
+        runs = self.runs
+        run: tuple = ()
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -135,7 +144,29 @@ class LeafParser(Framer):
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
                     return self._fail(events, "Unknown Protocol Operation")
-                if hsize < 0:
+                if hsize < 0 and runs and not queues:
+                    if events and events[-1] is run and run[1] == subject and run[2] == reply:
+                        payloads = run[3]
+                        payloads.append(buf[start:stop])
+                    else:
+                        payloads = [buf[start:stop]]
+                        run = (OP_LMSGS, subject, reply, payloads)
+                        append(run)
+                    # the messages right behind with the very same control line need no parsing: one
+                    # startswith checks this payload's CRLF and the next line together
+                    nxt = b"\r\n" + buf[pos:start]
+                    skip = len(nxt)
+                    while find_at(nxt, stop):
+                        a = stop + skip
+                        e = a + size
+                        if e + 2 > n:
+                            break
+                        payloads.append(buf[a:e])
+                        stop = e
+                    if buf[stop] != 13 or buf[stop + 1] != 10:
+                        payloads.pop()  # (never the first: its CRLF was checked above)
+                        return self._fail(events, "Unknown Protocol Operation")
+                elif hsize < 0:
                     append((OP_LMSG, subject, reply, queues, None, buf[start:stop]))
                 else:
                     append((OP_LMSG, subject, reply, queues, buf[start:start + hsize], buf[start + hsize:stop]))
