@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION
-from edged.accounts import Account, Subscription
+from edged.accounts import Account, Subscription, run_receivers
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
 from edged.protocol import Framer
@@ -502,7 +502,7 @@ class LeafConnection(asyncio.Protocol):
         self.url = url
         self.cid = self.server.next_cid()
         self.transport: Any = None
-        self.parser = LeafParser()
+        self.parser = LeafParser(runs=True)
         self.tls_done = tls_done
         self.out: list[bytes] = []
         self.pending = 0
@@ -589,7 +589,9 @@ class LeafConnection(asyncio.Protocol):
             if self.closed:
                 return
             op = ev[0]
-            if op == OP_LMSG:
+            if op == OP_LMSGS:
+                self._on_msgs(ev[1], ev[2], ev[3])
+            elif op == OP_LMSG:
                 self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == OP_LSUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
@@ -882,6 +884,10 @@ class LeafConnection(asyncio.Protocol):
             if di is not None and not di.allows(subject):
                 return
         psubs, qgroups = self.account.sublist.match(subject)
+        self._deliver_local(psubs, qgroups, subject_b, reply_b, queues, hdr, payload)
+
+    def _deliver_local(self, psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes,
+                       queues: tuple[bytes, ...], hdr: bytes | None, payload: bytes) -> None:
         for sub in psubs:
             conn = sub.conn
             if conn is self or sub.closed:
@@ -895,6 +901,44 @@ class LeafConnection(asyncio.Protocol):
                 if q is None or q.encode("utf-8", "surrogateescape") not in queues:
                     continue
                 _deliver_one(group, self, subject_b, reply_b, hdr, payload)
+
+    def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
+        """A run of plain LMSGs with one subject and reply: checked and matched once, handed to each local
+        receiver whole when that is what per-message delivery would do (`run_receivers`)."""
+        if reply_b.startswith(b"$JS.ACK.") or subject_b.startswith(self._in_special):
+            on_msg = self._on_msg
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_msg(subject_b, reply_b, (), None, payload)
+            return
+        n = len(payloads)
+        nbytes = sum(map(len, payloads))
+        self.in_msgs += n
+        self.in_bytes += nbytes
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is not None and not di.allows(subject):
+            return
+        sl = self.account.sublist
+        psubs, qgroups = sl.match(subject)
+        if not psubs:  # queue groups only take messages that list them
+            sl.count_repeats(n - 1)
+            return
+        subs = run_receivers(psubs, self, True, n, nbytes + n * (len(subject_b) + len(reply_b)))
+        if subs is not None:
+            sl.count_repeats(n - 1)
+            for sub in subs:
+                sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
+            return
+        self._deliver_local(psubs, qgroups, subject_b, reply_b, (), None, payloads[0])
+        match = sl.match
+        deliver = self._deliver_local
+        for i in range(1, n):
+            if self.closed:
+                return
+            psubs, qgroups = match(subject)
+            deliver(psubs, qgroups, subject_b, reply_b, (), None, payloads[i])
 
     def _local_interest(self, subject: str) -> bool:
         psubs, qgroups = self.account.sublist.match(subject)
@@ -951,6 +995,55 @@ class LeafConnection(asyncio.Protocol):
         self.out_msgs += 1
         self.out_bytes += size
         self.pending += size + len(head) + 2
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """Always: delivery only queues output, the slow-consumer check waits for the flush."""
+        return True
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        """`deliver` of header-less messages with one subject and reply to a plain (non-queue) hub
+        subscription: the checks and the LMSG line are done once, equal-sized messages written with one
+        join. No other subscription of this connection gets the same messages (`run_receivers`), so there
+        is nothing to merge."""
+        self._forget_last()
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return
+        exp = self._exp
+        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+            return
+        q = sub.queue
+        if q:  # not reached from the router (queue subscriptions are in groups), kept correct anyway
+            for payload in payloads:
+                self.deliver(sub, subject, reply, None, payload)
+            self._forget_last()
+            return
+        n = len(payloads)
+        sub.delivered += n
+        out = self.out
+        size = len(payloads[0])
+        total = sum(map(len, payloads))
+        if total == size * n and max(map(len, payloads)) == size:
+            head = b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply else b"LMSG %s %d\r\n" % (subject, size)
+            out += (head, (CRLF + head).join(payloads), CRLF)
+            self.pending += total + n * (len(head) + 2)
+        else:
+            last = -1
+            head = b""
+            extra = 0
+            for payload in payloads:
+                size = len(payload)
+                if size != last:
+                    last = size
+                    head = (b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply
+                            else b"LMSG %s %d\r\n" % (subject, size))
+                out += (head, payload, CRLF)
+                extra += len(head) + 2
+            self.pending += total + extra
+        self.out_msgs += n
+        self.out_bytes += total
         if not self.flush_queued:
             self.flush_queued = True
             self.server.flush_soon(self)

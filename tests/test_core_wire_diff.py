@@ -79,6 +79,22 @@ CASES = {
     "client_sends_err": b"CONNECT {}\r\n-ERR 'boom'\r\n",
     "control_line_too_long": b"CONNECT {}\r\nSUB " + b"a" * 5000 + b" 1\r\n",
     "empty_lines": b"CONNECT {}\r\n\r\nPING\r\n",
+    # runs of PUBs with one subject (edged routes them as a whole when that changes nothing on the wire)
+    "run_two_subs_one_conn": b"CONNECT {}\r\nSUB foo 1\r\nSUB f* 2\r\nSUB foo 3\r\n"
+                             + b"PUB foo 1\r\nx\r\n" * 5 + b"PING\r\n",
+    "run_mixed_sizes": b"CONNECT {}\r\nSUB foo 1\r\nPUB foo 1\r\na\r\nPUB foo 2\r\nbb\r\nPUB foo 2\r\ncc\r\n"
+                       b"PUB foo 1\r\nd\r\nPUB foo 0\r\n\r\nPING\r\n",
+    "run_reply": b"CONNECT {}\r\nSUB svc 1\r\n" + b"PUB svc r.1 2\r\nab\r\n" * 3 + b"PUB svc r.2 2\r\nab\r\nPING\r\n",
+    "run_bad_crlf_mid_run": b"CONNECT {}\r\nSUB foo 1\r\n" + b"PUB foo 1\r\na\r\n" * 3 + b"PUB foo 1\r\nbc\r\n",
+    "run_verbose": b'CONNECT {"verbose":true}\r\nSUB foo 1\r\n' + b"PUB foo 2\r\nhi\r\n" * 3 + b"PING\r\n",
+    "run_pedantic": b'CONNECT {"pedantic":true}\r\nSUB foo.* 1\r\n' + b"PUB foo.* 1\r\nx\r\n" * 3 + b"PING\r\n",
+    "run_echo_off": b'CONNECT {"echo":false}\r\nSUB foo 1\r\n' + b"PUB foo 1\r\nx\r\n" * 3 + b"PING\r\n",
+    "run_unsub_max_two_subs": b"CONNECT {}\r\nSUB foo 1\r\nSUB foo 2\r\nUNSUB 2 2\r\n"
+                              + b"PUB foo 1\r\nx\r\n" * 4 + b"PING\r\n",
+    "run_no_responders": b'CONNECT {"headers":true,"no_responders":true}\r\nSUB _INBOX.x 7\r\n'
+                         + b"PUB nobody _INBOX.x 0\r\n\r\n" * 3 + b"PING\r\n",
+    "run_interrupted_by_sub": b"CONNECT {}\r\nSUB foo 1\r\nPUB foo 1\r\na\r\nPUB foo 1\r\nb\r\nSUB foo 2\r\n"
+                              b"PUB foo 1\r\nc\r\nUNSUB 1\r\nPUB foo 1\r\nd\r\nPING\r\n",
 }
 
 
