@@ -153,7 +153,26 @@ class Account:
         psubs, qgroups = self.sublist.match(subject)
         if not psubs and not qgroups:
             return False
-        return _route_matched(psubs, qgroups, subject_b, reply_b, hdr, payload, origin)
+        # the body of _route_matched, inline: this is the per-message hot path
+        delivered = False
+        echo = origin.echo
+        for sub in psubs:
+            conn = sub.conn
+            if conn is origin and not echo:
+                continue
+            conn.deliver(sub, subject_b, reply_b, hdr, payload)
+            delivered = True
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+        for group in qgroups:
+            sub = pick_queue_member(group, origin, echo)
+            if sub is not None:
+                conn = sub.conn
+                conn.deliver(sub, subject_b, reply_b, hdr, payload)
+                delivered = True
+                if sub.max and sub.delivered >= sub.max:
+                    conn.auto_unsubscribe(sub)
+        return delivered
 
     def route_run(self, subject: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes], origin: Any,
                   payload_bytes: int) -> None:
@@ -184,6 +203,7 @@ class Account:
 
 def _route_matched(psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes, hdr: bytes | None,
                    payload: bytes, origin: Any) -> bool:
+    """`Account.route` after the match (the first message of a run that goes message by message)."""
     delivered = False
     echo = origin.echo
     for sub in psubs:

@@ -171,14 +171,14 @@ class ClientConnection(asyncio.Protocol):
             if self.closed:
                 return
             op = ev[0]
-            if op == 11:  # P.OP_PUBS, the hot path
-                if self.auth_pending:
-                    return self._auth_violation()
-                self._on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
-            elif op == 1:  # P.OP_PUB
+            if op == 1:  # P.OP_PUB, the hot path
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
+            elif op == 11:  # P.OP_PUBS: a run of them
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == P.OP_SUB:
                 if self.auth_pending:
                     return self._auth_violation()

@@ -104,6 +104,7 @@ class LeafParser(Framer):
         find_at = buf.startswith
         runs = self.runs
         run: tuple = ()
+        single: tuple = ()
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -145,13 +146,20 @@ class LeafParser(Framer):
                 if buf[stop] != 13 or buf[stop + 1] != 10:
                     return self._fail(events, "Unknown Protocol Operation")
                 if hsize < 0 and runs and not queues:
-                    if events and events[-1] is run and run[1] == subject and run[2] == reply:
+                    last = events[-1] if events else None
+                    if last is run and run[1] == subject and run[2] == reply:
                         payloads = run[3]
                         payloads.append(buf[start:stop])
+                    elif last is single and single[1] == subject and single[2] == reply:
+                        # a second message on the subject: the single event becomes a run
+                        payloads = [single[5], buf[start:stop]]
+                        run = events[-1] = (OP_LMSGS, subject, reply, payloads)
                     else:
-                        payloads = [buf[start:stop]]
-                        run = (OP_LMSGS, subject, reply, payloads)
-                        append(run)
+                        # alone until the next message says otherwise: a run of one costs more than an event
+                        single = (OP_LMSG, subject, reply, queues, None, buf[start:stop])
+                        append(single)
+                        pos = stop + 2
+                        continue
                     # the messages right behind with the very same control line need no parsing: one
                     # startswith checks this payload's CRLF and the next line together
                     nxt = b"\r\n" + buf[pos:start]
@@ -884,10 +892,23 @@ class LeafConnection(asyncio.Protocol):
             if di is not None and not di.allows(subject):
                 return
         psubs, qgroups = self.account.sublist.match(subject)
-        self._deliver_local(psubs, qgroups, subject_b, reply_b, queues, hdr, payload)
+        for sub in psubs:
+            conn = sub.conn
+            if conn is self or sub.closed:
+                continue
+            conn.deliver(sub, subject_b, reply_b, hdr, payload)
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+        if queues and qgroups:
+            for group in qgroups:
+                q = group[0].queue
+                if q is None or q.encode("utf-8", "surrogateescape") not in queues:
+                    continue
+                _deliver_one(group, self, subject_b, reply_b, hdr, payload)
 
     def _deliver_local(self, psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes,
                        queues: tuple[bytes, ...], hdr: bytes | None, payload: bytes) -> None:
+        """The delivery half of `_on_msg` (kept inline there: it is the per-message hot path)."""
         for sub in psubs:
             conn = sub.conn
             if conn is self or sub.closed:

@@ -121,6 +121,8 @@ class ClientParser(Framer):
         find_at = buf.startswith
         runs = self.runs
         run: tuple = ()
+        single: tuple = ()
+        single_subject = single_reply = b""
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -154,20 +156,28 @@ class ClientParser(Framer):
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
                     return self._fail(events, ERR_UNKNOWN_OP)
+                subject_b = args[0]
                 if not runs:
-                    append((OP_PUB, args[0].decode("utf-8", "surrogateescape"), reply, None, buf[start:stop]))
+                    append((OP_PUB, subject_b.decode("utf-8", "surrogateescape"), reply, None, buf[start:stop]))
                     pos = stop + 2
                     continue
-                subject_b = args[0]
                 reply_b = args[1] if na == 3 else b""
-                if events and events[-1] is run and run[3] == subject_b and run[4] == reply_b:
+                last = events[-1] if events else None
+                if last is run and run[3] == subject_b and run[4] == reply_b:
                     payloads = run[5]
                     payloads.append(buf[start:stop])
+                elif last is single and single_subject == subject_b and single_reply == reply_b:
+                    # a second message on the subject: the single event becomes a run
+                    payloads = [single[4], buf[start:stop]]
+                    run = events[-1] = (OP_PUBS, single[1], single[2], subject_b, reply_b, payloads)
                 else:
-                    payloads = [buf[start:stop]]
-                    run = (OP_PUBS, subject_b.decode("utf-8", "surrogateescape"), reply, subject_b, reply_b,
-                           payloads)
-                    append(run)
+                    # alone until the next message says otherwise: a run of one costs more than an event
+                    single = (OP_PUB, subject_b.decode("utf-8", "surrogateescape"), reply, None, buf[start:stop])
+                    single_subject = subject_b
+                    single_reply = reply_b
+                    append(single)
+                    pos = stop + 2
+                    continue
                 # the messages right behind with the very same control line need no parsing: one
                 # startswith checks this payload's CRLF and the next line together
                 nxt = b"\r\n" + buf[pos:start]

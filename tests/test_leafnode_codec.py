@@ -302,10 +302,10 @@ def test_runs_group_plain_lmsgs() -> None:
             b"HMSG a 12 12\r\nNATS/1.0\r\n\r\n\r\nLMSG a 1\r\nx\r\nLMSG a 1\r\nxy\r\n")
     assert LeafParser(runs=True).feed(data) == [
         (OP_LMSGS, b"a", b"", [b"x", b"x", b"x", b"xy"]),
-        (OP_LMSGS, b"a", b"r", [b"z"]),
+        (OP_LMSG, b"a", b"r", (), None, b"z"),  # a message alone stays one plain event
         (OP_LMSG, b"a", b"", (b"q",), None, b"q"),
         (OP_LMSG, b"a", b"", (), b"NATS/1.0\r\n\r\n", b""),
-        (OP_LMSGS, b"a", b"", [b"x"]),
+        (OP_LMSG, b"a", b"", (), None, b"x"),
         (OP_ERROR, "Unknown Protocol Operation"),
     ]
 

@@ -196,11 +196,11 @@ def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
             b"PUB b 0\r\n\r\npub b 1\r\nw\r\nHPUB b 12 12\r\nNATS/1.0\r\n\r\n\r\n")
     assert P.ClientParser(runs=True).feed(data) == [
         (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x", b"yy"]),
-        (P.OP_PUBS, "a", "r", b"a", b"r", [b"z"]),
-        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
+        (P.OP_PUB, "a", "r", None, b"z"),  # a message alone stays one plain event
+        (P.OP_PUB, "b", "", None, b""),
         (P.OP_PING,),
-        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
-        (P.OP_PUB, "b", "", None, b"w"),  # not the fast path: stays one event
+        (P.OP_PUB, "b", "", None, b""),
+        (P.OP_PUB, "b", "", None, b"w"),  # not the fast path: never part of a run
         (P.OP_PUB, "b", "", b"NATS/1.0\r\n\r\n", b""),
     ]
 
