@@ -167,18 +167,19 @@ class ClientConnection(asyncio.Protocol):
 
     def process(self, events: list[tuple]) -> None:
         on_pub = self._on_pub
+        on_pubs = self._on_pubs
         for ev in events:
             if self.closed:
                 return
             op = ev[0]
-            if op == 1:  # P.OP_PUB, the hot path
+            if op == 11:  # P.OP_PUBS: the hot path, header-less PUBs (a run of one or more)
+                if self.auth_pending:
+                    return self._auth_violation()
+                on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
+            elif op == 1:  # P.OP_PUB
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
-            elif op == 11:  # P.OP_PUBS: a run of them
-                if self.auth_pending:
-                    return self._auth_violation()
-                self._on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == P.OP_SUB:
                 if self.auth_pending:
                     return self._auth_violation()
@@ -310,6 +311,12 @@ class ClientConnection(asyncio.Protocol):
                 if self.closed:
                     return
                 on_pub(subject, reply, None, payload)
+            return
+        if len(payloads) == 1:  # a message alone: the per-message route, subject and reply already bytes
+            payload = payloads[0]
+            self.in_msgs += 1
+            self.in_bytes += len(payload)
+            self.account.route(subject, subject_b, reply_b, None, payload, self)
             return
         nbytes = sum(map(len, payloads))
         self.in_msgs += len(payloads)

@@ -196,13 +196,24 @@ def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
             b"PUB b 0\r\n\r\npub b 1\r\nw\r\nHPUB b 12 12\r\nNATS/1.0\r\n\r\n\r\n")
     assert P.ClientParser(runs=True).feed(data) == [
         (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x", b"yy"]),
-        (P.OP_PUB, "a", "r", None, b"z"),  # a message alone stays one plain event
-        (P.OP_PUB, "b", "", None, b""),
+        (P.OP_PUBS, "a", "r", b"a", b"r", [b"z"]),  # a message alone is a run of one
+        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
         (P.OP_PING,),
-        (P.OP_PUB, "b", "", None, b""),
+        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
         (P.OP_PUB, "b", "", None, b"w"),  # not the fast path: never part of a run
         (P.OP_PUB, "b", "", b"NATS/1.0\r\n\r\n", b""),
     ]
+
+
+def test_runs_remembered_lines_are_not_confused():
+    """Control lines are remembered per parser: the same line again parses the same, others do not
+    borrow from it, and more lines than are kept still parse."""
+    p = P.ClientParser(runs=True, max_payload=64)
+    lines = [b"PUB s.%d r.%d %d\r\n" % (i % 300, i % 7, i % 5) for i in range(900)]
+    data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
+    got = [(e[3], e[4], pl) for e in p.feed(data) for pl in e[5]]
+    assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
+    assert p.feed(b"PUB s.1 r.1 65\r\n") == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
 
 
 def test_runs_error_mid_run_keeps_the_messages_before():
