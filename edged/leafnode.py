@@ -82,12 +82,14 @@ class LeafParser(Framer):
     """Incremental parser for what a hub sends on a leafnode connection. With `runs`, plain LMSGs that
     follow one another with the same subject and reply come out as one OP_LMSGS event."""
 
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "_lines")
 
     def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD,
                  runs: bool = False) -> None:
         super().__init__(max_control_line, max_payload)
         self.runs = runs
+        # runs mode: plain LMSG control lines seen before -> (subject, reply, size, CRLF + line)
+        self._lines: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
 
     def feed(self, data: bytes) -> list[tuple]:
         if self.dead:
@@ -103,6 +105,7 @@ class LeafParser(Framer):
         find = buf.find
         find_at = buf.startswith
         runs = self.runs
+        lines = self._lines
         run: tuple = ()
         single: tuple = ()
         while pos < n:
@@ -113,24 +116,38 @@ class LeafParser(Framer):
                 break
             if nl - pos > mcl:
                 return self._fail(events, "maximum control line exceeded")
-            end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
-            line = buf[pos:end]
-            args = line.split()
-            if not args:
-                pos = nl + 1
-                continue
-            word = args[0]
-            if word != b"LMSG" and word != b"HMSG":
-                word = word.upper()
+            # runs mode: a plain LMSG line seen before needs no parsing
+            ent = lines.get(buf[pos : nl + 1]) if runs and find_at(b"LMSG ", pos) else None
+            if ent is not None:
+                word = b"LMSG"
+                args = [word]
+            else:
+                end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+                line = buf[pos:end]
+                args = line.split()
+                if not args:
+                    pos = nl + 1
+                    continue
+                word = args[0]
+                if word != b"LMSG" and word != b"HMSG":
+                    word = word.upper()
             if word == b"LMSG" or word == b"HMSG":
                 na = len(args)
-                if word == b"LMSG" and 3 <= na <= 4 and args[-1].isdigit() and len(args[-1]) < 11:
+                queues: tuple[bytes, ...] = ()
+                if ent is not None:
+                    subject, reply, size = ent[0], ent[1], ent[2]
+                    hsize = -1
+                elif word == b"LMSG" and 3 <= na <= 4 and args[-1].isdigit() and len(args[-1]) < 11:
                     # hot path: plain LMSG without a queue list
                     subject = args[1]
                     reply = args[2] if na == 4 else b""
-                    queues: tuple[bytes, ...] = ()
                     hsize = -1
                     size = int(args[-1])
+                    if runs and size <= self.max_payload and find_at(b"LMSG ", pos):
+                        if len(lines) >= 256:
+                            lines.clear()
+                        ln = buf[pos : nl + 1]
+                        ent = lines[ln] = (subject, reply, size, b"\r\n" + ln)
                 else:
                     ev = _msg_args(args, word == b"HMSG")
                     if ev is None:
@@ -162,18 +179,19 @@ class LeafParser(Framer):
                         continue
                     # the messages right behind with the very same control line need no parsing: one
                     # startswith checks this payload's CRLF and the next line together
-                    nxt = b"\r\n" + buf[pos:start]
-                    skip = len(nxt)
-                    while find_at(nxt, stop):
-                        a = stop + skip
-                        e = a + size
-                        if e + 2 > n:
-                            break
-                        payloads.append(buf[a:e])
-                        stop = e
-                    if buf[stop] != 13 or buf[stop + 1] != 10:
-                        payloads.pop()  # (never the first: its CRLF was checked above)
-                        return self._fail(events, "Unknown Protocol Operation")
+                    nxt = ent[3] if ent is not None else b"\r\n" + buf[pos:start]
+                    if find_at(nxt, stop):
+                        skip = len(nxt)
+                        while find_at(nxt, stop):
+                            a = stop + skip
+                            e = a + size
+                            if e + 2 > n:
+                                break
+                            payloads.append(buf[a:e])
+                            stop = e
+                        if buf[stop] != 13 or buf[stop + 1] != 10:
+                            payloads.pop()  # (never the first: its CRLF was checked above)
+                            return self._fail(events, "Unknown Protocol Operation")
                 elif hsize < 0:
                     append((OP_LMSG, subject, reply, queues, None, buf[start:stop]))
                 else:

@@ -322,3 +322,16 @@ _lpieces = st.sampled_from([
 def test_runs_give_the_same_messages_however_split(pieces: list[bytes], cuts: list[int]) -> None:
     data = b"".join(pieces)
     assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+
+
+def test_runs_remembered_lines_are_not_confused() -> None:
+    """Plain LMSG lines are remembered per parser: the same line again parses the same, others do not
+    borrow from it, more lines than are kept still parse, and max_payload still holds."""
+    p = LeafParser(runs=True, max_payload=64)
+    lines = [b"LMSG s.%d r.%d %d\r\n" % (i % 300, i % 7, i % 5) for i in range(900)]
+    data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
+    got = []
+    for e in p.feed(data):
+        got += [(e[1], e[2], pl) for pl in e[3]] if e[0] == OP_LMSGS else [(e[1], e[2], e[5])]
+    assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
+    assert p.feed(b"LMSG s.1 r.1 65\r\n") == [(OP_ERROR, "Maximum Payload Violation")]
