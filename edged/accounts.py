@@ -24,6 +24,15 @@ class Receiver(Protocol):
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         ...
 
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """Can `deliver_run` take n messages of run_bytes (payloads and subject/reply per message) with no
+        effect before its end (no flush, no close)?"""
+        ...
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        """`deliver` for each header-less payload in turn, in one call."""
+        ...
+
 
 class Subscription:
     __slots__ = ("subject", "queue", "sid", "sid_b", "conn", "max", "delivered", "closed", "weight")
@@ -77,6 +86,14 @@ class InternalClient:
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
+
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """No: a callback may publish, so its messages must interleave with the other deliveries."""
+        return False
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        for payload in payloads:
+            self.deliver(sub, subject, reply, None, payload)
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         entry = self.subs.get(sub.sid)
@@ -136,6 +153,7 @@ class Account:
         psubs, qgroups = self.sublist.match(subject)
         if not psubs and not qgroups:
             return False
+        # the body of _route_matched, inline: this is the per-message hot path
         delivered = False
         echo = origin.echo
         for sub in psubs:
@@ -155,6 +173,75 @@ class Account:
                 if sub.max and sub.delivered >= sub.max:
                     conn.auto_unsubscribe(sub)
         return delivered
+
+    def route_run(self, subject: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes], origin: Any,
+                  payload_bytes: int) -> None:
+        """Route header-less messages with one subject and reply (`payload_bytes` in all): one
+        match and one `deliver_run` per receiver when that is exactly what per-message routing would do
+        (see `run_receivers`), else message by message, stopping if the origin gets closed on the way."""
+        sl = self.sublist
+        psubs, qgroups = sl.match(subject)
+        if not psubs and not qgroups:
+            sl.count_repeats(len(payloads) - 1)
+            return
+        n = len(payloads)
+        subs = None if qgroups else run_receivers(psubs, origin, not origin.echo, n,
+                                                  payload_bytes + n * (len(subject_b) + len(reply_b)))
+        if subs is not None:
+            sl.count_repeats(n - 1)
+            for sub in subs:
+                sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
+            return
+        it = iter(payloads)
+        _route_matched(psubs, qgroups, subject_b, reply_b, None, next(it), origin)
+        route = self.route
+        for payload in it:
+            if origin.closed:
+                return
+            route(subject, subject_b, reply_b, None, payload, origin)
+
+
+def _route_matched(psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes, hdr: bytes | None,
+                   payload: bytes, origin: Any) -> bool:
+    """`Account.route` after the match (the first message of a run that goes message by message)."""
+    delivered = False
+    echo = origin.echo
+    for sub in psubs:
+        conn = sub.conn
+        if conn is origin and not echo:
+            continue
+        conn.deliver(sub, subject_b, reply_b, hdr, payload)
+        delivered = True
+        if sub.max and sub.delivered >= sub.max:
+            conn.auto_unsubscribe(sub)
+    for group in qgroups:
+        sub = pick_queue_member(group, origin, echo)
+        if sub is not None:
+            conn = sub.conn
+            conn.deliver(sub, subject_b, reply_b, hdr, payload)
+            delivered = True
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+    return delivered
+
+
+def run_receivers(psubs: tuple, origin: Any, skip_origin: bool, n: int, run_bytes: int) -> list[Subscription] | None:
+    """The plain subscriptions a run of messages can be handed to whole (`deliver_run`), or None when the
+    run must go message by message to stay exactly what per-message routing does: a receiver without
+    `deliver_run` (an in-process service may publish from its callback), two subscriptions on one
+    connection (their deliveries interleave per message), a subscription with an auto-unsubscribe limit,
+    or a receiver whose output could pass max_pending during the run (a mid-run flush or close)."""
+    out: list[Subscription] = []
+    for sub in psubs:
+        conn = sub.conn
+        if (conn is origin and skip_origin) or sub.closed:
+            continue
+        if sub.max or not conn.takes_run(sub, n, run_bytes):
+            return None
+        out.append(sub)
+    if len(out) > 1 and len({id(s.conn) for s in out}) != len(out):
+        return None
+    return out
 
 
 def pick_queue_member(group: tuple, origin: Any, echo: bool) -> Subscription | None:

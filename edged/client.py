@@ -37,7 +37,7 @@ class ClientConnection(asyncio.Protocol):
         self.opts = server.opts
         self.cid = server.next_cid()
         self.transport: Any = None
-        self.parser = P.ClientParser(self.opts.max_control_line, self.opts.max_payload)
+        self.parser = P.ClientParser(self.opts.max_control_line, self.opts.max_payload, runs=True)
         self.tls_upgrade = tls_upgrade
         self.websocket = websocket
         self.tls_info: dict[str, Any] | None = None
@@ -167,11 +167,16 @@ class ClientConnection(asyncio.Protocol):
 
     def process(self, events: list[tuple]) -> None:
         on_pub = self._on_pub
+        on_pubs = self._on_pubs
         for ev in events:
             if self.closed:
                 return
             op = ev[0]
-            if op == 1:  # P.OP_PUB, the hot path
+            if op == 11:  # P.OP_PUBS: the hot path, header-less PUBs (a run of one or more)
+                if self.auth_pending:
+                    return self._auth_violation()
+                on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
+            elif op == 1:  # P.OP_PUB
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
@@ -289,6 +294,35 @@ class ClientConnection(asyncio.Protocol):
                     self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))
                     break
 
+    def _on_pubs(self, subject: str, reply: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
+        """A run of header-less PUBs with one subject and reply: checked and routed once when that is the
+        same as doing it per message, else message by message (+OK or -ERR per message, reply allowances
+        counted per publish, no-responders replies)."""
+        perms = self.perms
+        if (
+            self.verbose
+            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (perms is not None and not perms.publish_allowed_outright(subject))
+            or (reply and self.no_responders)
+            or self.account is None
+        ):
+            on_pub = self._on_pub
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_pub(subject, reply, None, payload)
+            return
+        if len(payloads) == 1:  # a message alone: the per-message route, subject and reply already bytes
+            payload = payloads[0]
+            self.in_msgs += 1
+            self.in_bytes += len(payload)
+            self.account.route(subject, subject_b, reply_b, None, payload, self)
+            return
+        nbytes = sum(map(len, payloads))
+        self.in_msgs += len(payloads)
+        self.in_bytes += nbytes
+        self.account.route_run(subject, subject_b, reply_b, payloads, self, nbytes)
+
     def _on_sub(self, subject: str, queue: str | None, sid: str) -> None:
         mx = self.opts.max_subscriptions
         if mx and len(self.subs) >= mx:
@@ -365,6 +399,56 @@ class ClientConnection(asyncio.Protocol):
             # a large batch from one read is not a slow consumer: hand it to the socket now, and let
             # flush() judge by what the kernel could not take
             self.flush()
+
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """True when n more messages cannot push pending past max_pending (no flush, no slow-consumer close
+        in the middle of a run). 24 bytes cover a MSG line's words, spaces, size and CRLFs."""
+        return self.pending + run_bytes + n * (len(sub.sid_b) + 24) <= self.opts.max_pending
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        """`deliver` of header-less messages with one subject and reply: same bytes out, but the MSG line
+        is built once per payload size and equal-sized messages are written with one join."""
+        if self.closed:
+            return
+        perms = self.perms
+        if perms is not None:
+            if perms.deny_delivery(subject.decode("utf-8", "surrogateescape")):
+                return
+            if reply:
+                perms.note_reply(reply.decode("utf-8", "surrogateescape"))
+        n = len(payloads)
+        sub.delivered += n
+        sid = sub.sid_b
+        out = self.out
+        size = len(payloads[0])
+        total = sum(map(len, payloads))
+        if total == size * n and max(map(len, payloads)) == size:
+            if reply:
+                head = b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
+            else:
+                head = b"MSG %s %s %d\r\n" % (subject, sid, size)
+            out += (head, (CRLF + head).join(payloads), CRLF)
+            self.pending += total + n * (len(head) + 2)
+        else:
+            last = -1
+            head = b""
+            extra = 0
+            for payload in payloads:
+                size = len(payload)
+                if size != last:
+                    last = size
+                    if reply:
+                        head = b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
+                    else:
+                        head = b"MSG %s %s %d\r\n" % (subject, sid, size)
+                out += (head, payload, CRLF)
+                extra += len(head) + 2
+            self.pending += total + extra
+        self.out_msgs += n
+        self.out_bytes += total
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
 
     def send_raw(self, data: bytes) -> None:
         if self.closed:

@@ -40,6 +40,12 @@ _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "o
 _BCRYPT_PREFIXES = ("2a$", "2b$", "2y$")
 
 
+def _digit(c: str) -> bool:
+    """An ASCII digit, as nats-server's lexer takes it: str.isdigit() also accepts '²' and other Unicode
+    digits, which int() then rejects."""
+    return c.isascii() and c.isdigit()
+
+
 @dataclass(frozen=True)
 class Pos:
     file: str
@@ -279,7 +285,7 @@ class _Parser:
             self.i = j + 1
         elif c == "" or c in _NL:
             raise self.err("expected include file name but found end of line")
-        elif c in "[{(" or c.isdigit() or c in "-\\":
+        elif c in "[{(" or _digit(c) or c in "-\\":
             raise self.err(f"expected include file name but found {c!r}")
         else:
             start = self.i
@@ -313,7 +319,7 @@ class _Parser:
             return self.parse_dq()
         if c == "(":
             return self.parse_block()
-        if c == "-" or c.isdigit():
+        if c == "-" or _digit(c):
             return self.parse_number()
         if c == ".":
             raise self.err("floats must start with a digit")
@@ -455,23 +461,23 @@ class _Parser:
         start = self.i
         if self.peek() == "-":
             self.i += 1
-            if not self.peek().isdigit():
+            if not _digit(self.peek()):
                 raise self.err("expected a digit after '-'")
         d0 = self.i
-        while self.peek().isdigit():
+        while _digit(self.peek()):
             self.i += 1
         ndig = self.i - d0
         c = self.peek()
         if c == "-" and ndig == 4 and start == d0:
             return self.parse_datetime(start)
         if c == ".":
-            if not self.peek(1).isdigit():
+            if not _digit(self.peek(1)):
                 raise self.err("floats must have a digit after the '.'", self.i + 1)
             self.i += 1
-            while self.peek().isdigit():
+            while _digit(self.peek()):
                 self.i += 1
             if self.peek() == ".":  # an IP address, maybe with :port
-                while self.i < self.n and (self.s[self.i].isdigit() or self.s[self.i] in ".:-"):
+                while self.i < self.n and (_digit(self.s[self.i]) or self.s[self.i] in ".:-"):
                     self.i += 1
                 if self._terminates_number(self.peek()):
                     return self.s[start : self.i]

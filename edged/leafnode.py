@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION
-from edged.accounts import Account, Subscription
+from edged.accounts import Account, Subscription, run_receivers
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
 from edged.protocol import Framer
@@ -63,6 +63,9 @@ OP_LSUB = 6  # (OP_LSUB, subject, queue|None, weight)
 OP_LUNSUB = 7  # (OP_LUNSUB, subject, queue|None)
 OP_LMSG = 8  # (OP_LMSG, subject: bytes, reply: bytes, queues: tuple[bytes, ...], hdr|None, payload)
 OP_ERROR = 9  # (OP_ERROR, text): protocol violation, the parser is dead
+# (OP_LMSGS, subject, reply, [payload, ...]): consecutive plain LMSGs (no queues, no headers) with one subject
+# and reply, only from a parser made with runs=True; the connection matches and checks once per run
+OP_LMSGS = 10
 
 _PING_EV = (OP_PING,)
 _PONG_EV = (OP_PONG,)
@@ -76,12 +79,17 @@ def _size(b: bytes) -> int:
 
 
 class LeafParser(Framer):
-    """Incremental parser for what a hub sends on a leafnode connection."""
+    """Incremental parser for what a hub sends on a leafnode connection. With `runs`, plain LMSGs that
+    follow one another with the same subject and reply come out as one OP_LMSGS event."""
 
-    __slots__ = ()
+    __slots__ = ("runs", "_lines")
 
-    def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD) -> None:
+    def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD,
+                 runs: bool = False) -> None:
         super().__init__(max_control_line, max_payload)
+        self.runs = runs
+        # runs mode: plain LMSG control lines seen before -> (subject, reply, size, CRLF + line)
+        self._lines: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
 
     def feed(self, data: bytes) -> list[tuple]:
         if self.dead:
@@ -95,6 +103,11 @@ class LeafParser(Framer):
         pos = 0
         mcl = self.max_control_line
         find = buf.find
+        find_at = buf.startswith
+        runs = self.runs
+        lines = self._lines
+        run: tuple = ()
+        single: tuple = ()
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -103,24 +116,38 @@ class LeafParser(Framer):
                 break
             if nl - pos > mcl:
                 return self._fail(events, "maximum control line exceeded")
-            end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
-            line = buf[pos:end]
-            args = line.split()
-            if not args:
-                pos = nl + 1
-                continue
-            word = args[0]
-            if word != b"LMSG" and word != b"HMSG":
-                word = word.upper()
+            # runs mode: a plain LMSG line seen before needs no parsing
+            ent = lines.get(buf[pos : nl + 1]) if runs and find_at(b"LMSG ", pos) else None
+            if ent is not None:
+                word = b"LMSG"
+                args = [word]
+            else:
+                end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+                line = buf[pos:end]
+                args = line.split()
+                if not args:
+                    pos = nl + 1
+                    continue
+                word = args[0]
+                if word != b"LMSG" and word != b"HMSG":
+                    word = word.upper()
             if word == b"LMSG" or word == b"HMSG":
                 na = len(args)
-                if word == b"LMSG" and 3 <= na <= 4 and args[-1].isdigit() and len(args[-1]) < 11:
+                queues: tuple[bytes, ...] = ()
+                if ent is not None:
+                    subject, reply, size = ent[0], ent[1], ent[2]
+                    hsize = -1
+                elif word == b"LMSG" and 3 <= na <= 4 and args[-1].isdigit() and len(args[-1]) < 11:
                     # hot path: plain LMSG without a queue list
                     subject = args[1]
                     reply = args[2] if na == 4 else b""
-                    queues: tuple[bytes, ...] = ()
                     hsize = -1
                     size = int(args[-1])
+                    if runs and size <= self.max_payload and find_at(b"LMSG ", pos):
+                        if len(lines) >= 256:
+                            lines.clear()
+                        ln = buf[pos : nl + 1]
+                        ent = lines[ln] = (subject, reply, size, b"\r\n" + ln)
                 else:
                     ev = _msg_args(args, word == b"HMSG")
                     if ev is None:
@@ -135,7 +162,37 @@ class LeafParser(Framer):
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
                     return self._fail(events, "Unknown Protocol Operation")
-                if hsize < 0:
+                if hsize < 0 and runs and not queues:
+                    last = events[-1] if events else None
+                    if last is run and run[1] == subject and run[2] == reply:
+                        payloads = run[3]
+                        payloads.append(buf[start:stop])
+                    elif last is single and single[1] == subject and single[2] == reply:
+                        # a second message on the subject: the single event becomes a run
+                        payloads = [single[5], buf[start:stop]]
+                        run = events[-1] = (OP_LMSGS, subject, reply, payloads)
+                    else:
+                        # alone until the next message says otherwise: a run of one costs more than an event
+                        single = (OP_LMSG, subject, reply, queues, None, buf[start:stop])
+                        append(single)
+                        pos = stop + 2
+                        continue
+                    # the messages right behind with the very same control line need no parsing: one
+                    # startswith checks this payload's CRLF and the next line together
+                    nxt = ent[3] if ent is not None else b"\r\n" + buf[pos:start]
+                    if find_at(nxt, stop):
+                        skip = len(nxt)
+                        while find_at(nxt, stop):
+                            a = stop + skip
+                            e = a + size
+                            if e + 2 > n:
+                                break
+                            payloads.append(buf[a:e])
+                            stop = e
+                        if buf[stop] != 13 or buf[stop + 1] != 10:
+                            payloads.pop()  # (never the first: its CRLF was checked above)
+                            return self._fail(events, "Unknown Protocol Operation")
+                elif hsize < 0:
                     append((OP_LMSG, subject, reply, queues, None, buf[start:stop]))
                 else:
                     append((OP_LMSG, subject, reply, queues, buf[start:start + hsize], buf[start + hsize:stop]))
@@ -471,7 +528,7 @@ class LeafConnection(asyncio.Protocol):
         self.url = url
         self.cid = self.server.next_cid()
         self.transport: Any = None
-        self.parser = LeafParser()
+        self.parser = LeafParser(runs=True)
         self.tls_done = tls_done
         self.out: list[bytes] = []
         self.pending = 0
@@ -558,7 +615,9 @@ class LeafConnection(asyncio.Protocol):
             if self.closed:
                 return
             op = ev[0]
-            if op == OP_LMSG:
+            if op == OP_LMSGS:
+                self._on_msgs(ev[1], ev[2], ev[3])
+            elif op == OP_LMSG:
                 self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == OP_LSUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
@@ -865,6 +924,61 @@ class LeafConnection(asyncio.Protocol):
                     continue
                 _deliver_one(group, self, subject_b, reply_b, hdr, payload)
 
+    def _deliver_local(self, psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes,
+                       queues: tuple[bytes, ...], hdr: bytes | None, payload: bytes) -> None:
+        """The delivery half of `_on_msg` (kept inline there: it is the per-message hot path)."""
+        for sub in psubs:
+            conn = sub.conn
+            if conn is self or sub.closed:
+                continue
+            conn.deliver(sub, subject_b, reply_b, hdr, payload)
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+        if queues and qgroups:
+            for group in qgroups:
+                q = group[0].queue
+                if q is None or q.encode("utf-8", "surrogateescape") not in queues:
+                    continue
+                _deliver_one(group, self, subject_b, reply_b, hdr, payload)
+
+    def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
+        """A run of plain LMSGs with one subject and reply: checked and matched once, handed to each local
+        receiver whole when that is what per-message delivery would do (`run_receivers`)."""
+        if reply_b.startswith(b"$JS.ACK.") or subject_b.startswith(self._in_special):
+            on_msg = self._on_msg
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_msg(subject_b, reply_b, (), None, payload)
+            return
+        n = len(payloads)
+        nbytes = sum(map(len, payloads))
+        self.in_msgs += n
+        self.in_bytes += nbytes
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is not None and not di.allows(subject):
+            return
+        sl = self.account.sublist
+        psubs, qgroups = sl.match(subject)
+        if not psubs:  # queue groups only take messages that list them
+            sl.count_repeats(n - 1)
+            return
+        subs = run_receivers(psubs, self, True, n, nbytes + n * (len(subject_b) + len(reply_b)))
+        if subs is not None:
+            sl.count_repeats(n - 1)
+            for sub in subs:
+                sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
+            return
+        self._deliver_local(psubs, qgroups, subject_b, reply_b, (), None, payloads[0])
+        match = sl.match
+        deliver = self._deliver_local
+        for i in range(1, n):
+            if self.closed:
+                return
+            psubs, qgroups = match(subject)
+            deliver(psubs, qgroups, subject_b, reply_b, (), None, payloads[i])
+
     def _local_interest(self, subject: str) -> bool:
         psubs, qgroups = self.account.sublist.match(subject)
         for s in psubs:
@@ -920,6 +1034,55 @@ class LeafConnection(asyncio.Protocol):
         self.out_msgs += 1
         self.out_bytes += size
         self.pending += size + len(head) + 2
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """Always: delivery only queues output, the slow-consumer check waits for the flush."""
+        return True
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        """`deliver` of header-less messages with one subject and reply to a plain (non-queue) hub
+        subscription: the checks and the LMSG line are done once, equal-sized messages written with one
+        join. No other subscription of this connection gets the same messages (`run_receivers`), so there
+        is nothing to merge."""
+        self._forget_last()
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return
+        exp = self._exp
+        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+            return
+        q = sub.queue
+        if q:  # not reached from the router (queue subscriptions are in groups), kept correct anyway
+            for payload in payloads:
+                self.deliver(sub, subject, reply, None, payload)
+            self._forget_last()
+            return
+        n = len(payloads)
+        sub.delivered += n
+        out = self.out
+        size = len(payloads[0])
+        total = sum(map(len, payloads))
+        if total == size * n and max(map(len, payloads)) == size:
+            head = b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply else b"LMSG %s %d\r\n" % (subject, size)
+            out += (head, (CRLF + head).join(payloads), CRLF)
+            self.pending += total + n * (len(head) + 2)
+        else:
+            last = -1
+            head = b""
+            extra = 0
+            for payload in payloads:
+                size = len(payload)
+                if size != last:
+                    last = size
+                    head = (b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply
+                            else b"LMSG %s %d\r\n" % (subject, size))
+                out += (head, payload, CRLF)
+                extra += len(head) + 2
+            self.pending += total + extra
+        self.out_msgs += n
+        self.out_bytes += total
         if not self.flush_queued:
             self.flush_queued = True
             self.server.flush_soon(self)

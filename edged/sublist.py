@@ -211,6 +211,13 @@ class Sublist:
             cache[subject] = r
         return r
 
+    def count_repeats(self, k: int) -> None:
+        """k further matches of a subject just matched (a run of messages routed with one match): the
+        statistics read as if each message had been matched."""
+        self.matches += k
+        if self.cache_enabled:
+            self.cache_hits += k
+
     def has_interest(self, subject: str) -> bool:
         r = self.match(subject)
         return bool(r[0] or r[1])

@@ -79,6 +79,24 @@ CASES = {
     "client_sends_err": b"CONNECT {}\r\n-ERR 'boom'\r\n",
     "control_line_too_long": b"CONNECT {}\r\nSUB " + b"a" * 5000 + b" 1\r\n",
     "empty_lines": b"CONNECT {}\r\n\r\nPING\r\n",
+    # runs of PUBs with one subject (edged routes them as a whole when that changes nothing on the wire)
+    "run_mixed_sizes": b'CONNECT {"verbose":false}\r\nSUB foo 1\r\nPUB foo 1\r\na\r\nPUB foo 2\r\nbb\r\n'
+                       b"PUB foo 2\r\ncc\r\nPUB foo 1\r\nd\r\nPUB foo 0\r\n\r\nPING\r\n",
+    "run_reply": b'CONNECT {"verbose":false}\r\nSUB svc 1\r\n' + b"PUB svc r.1 2\r\nab\r\n" * 3
+                 + b"PUB svc r.2 2\r\nab\r\nPING\r\n",
+    "run_bad_crlf_mid_run": b'CONNECT {"verbose":false}\r\nSUB foo 1\r\n' + b"PUB foo 1\r\na\r\n" * 3
+                            + b"PUB foo 1\r\nbc\r\n",
+    "run_verbose": b'CONNECT {"verbose":true}\r\nSUB foo 1\r\n' + b"PUB foo 2\r\nhi\r\n" * 3 + b"PING\r\n",
+    "run_pedantic": b'CONNECT {"verbose":false,"pedantic":true}\r\nSUB foo.* 1\r\n' + b"PUB foo.* 1\r\nx\r\n" * 3
+                    + b"PING\r\n",
+    "run_echo_off": b'CONNECT {"verbose":false,"echo":false}\r\nSUB foo 1\r\n' + b"PUB foo 1\r\nx\r\n" * 3
+                    + b"PING\r\n",
+    "run_unsub_max": b'CONNECT {"verbose":false}\r\nSUB foo 1\r\nUNSUB 1 2\r\n' + b"PUB foo 1\r\nx\r\n" * 4
+                     + b"PING\r\n",
+    "run_no_responders": b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.x 7\r\n'
+                         + b"PUB nobody _INBOX.x 0\r\n\r\n" * 3 + b"PING\r\n",
+    "run_interrupted_by_sub": b'CONNECT {"verbose":false}\r\nSUB foo 1\r\nPUB foo 1\r\na\r\nPUB foo 1\r\nb\r\n'
+                              b"SUB foo 2\r\nPUB foo 1\r\nc\r\nUNSUB 1\r\nPUB foo 1\r\nd\r\nPING\r\n",
 }
 
 
@@ -94,6 +112,29 @@ def test_same_wire_behaviour(servers, name):
     ref, ours = got["nats-server"], got["edged"]
     assert normalize(ours[0]) == normalize(ref[0]), f"{name}: nats-server={ref[0]!r} edged={ours[0]!r}"
     assert ours[1] == ref[1], f"{name}: closed nats-server={ref[1]} edged={ours[1]}"
+
+
+def _deliveries(out: bytes) -> list[tuple[bytes, list[bytes]]]:
+    """(payload, sids) per published message: MSG lines in a row with one payload are one message's
+    deliveries, whose order among one connection's subscriptions nats-server does not fix."""
+    groups: list[tuple[bytes, list[bytes]]] = []
+    for sid, payload in re.findall(rb"MSG \S+ (\S+) \d+\r\n(\w*)\r\n", out):
+        if groups and groups[-1][0] == payload:
+            groups[-1][1].append(sid)
+        else:
+            groups.append((payload, [sid]))
+    return [(p, sorted(sids)) for p, sids in groups]
+
+
+@pytest.mark.parametrize("subs", [b"SUB foo 1\r\nSUB f* 2\r\nSUB foo 3\r\n",
+                                  b"SUB foo 1\r\nSUB foo 2\r\nUNSUB 2 2\r\n"])
+def test_run_to_several_subscriptions_of_one_connection(servers, subs):
+    """A run of PUBs reaching several subscriptions of one connection: each message goes to all of them
+    before the next message (and a limit still cuts one of them off in the middle of the run)."""
+    data = b'CONNECT {"verbose":false}\r\n' + subs + b"".join(b"PUB foo 1\r\n%s\r\n" % c for c in b"a b c d e".split())
+    got = {k: _deliveries(converse(p.port, data + b"PING\r\n")[0]) for k, p in servers.items()}
+    assert got["edged"] == got["nats-server"]
+    assert [g[0] for g in got["edged"]] == b"a b c d e".split()
 
 
 def test_queue_group_one_member_each(servers):

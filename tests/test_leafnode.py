@@ -183,6 +183,65 @@ def test_one_message_per_link_for_overlapping_hub_interest(hub: Hub) -> None:
     run(main())
 
 
+def test_bursts_on_one_subject_both_ways(hub: Hub) -> None:
+    """Long runs of messages on one subject (edged routes a run as a whole where that changes nothing):
+    every message arrives once, in order, with its own payload and size; an auto-unsubscribe limit, two
+    subscriptions on one connection and a local subscriber next to the link each get what they would get
+    one message at a time."""
+
+    async def main() -> None:
+        srv = await start_edge([leaf_remote(hub)])
+        try:
+            assert await srv.leafnodes.wait_connected(5)
+            hc, ec = await hub_client(hub), await edge_client(srv)
+            at_hub, local = Inbox(), Inbox()
+            await hc.subscribe("burst.up", cb=at_hub.cb)
+            await hc.flush()
+            await ec.subscribe("burst.up", cb=local.cb)
+            await ec.flush()
+            await propagated(ec, "burst.up", at_hub)
+            await asyncio.sleep(0.2)
+            at_hub.msgs.clear()
+            local.msgs.clear()
+            payloads = [str(i).encode() * (i % 5) for i in range(3000)]
+            for p in payloads:
+                await ec.publish("burst.up", p)
+            await ec.flush()
+            await until(lambda: len(at_hub.msgs) >= 3000 and len(local.msgs) >= 3000, timeout=15)
+            assert [m.data for m in at_hub.msgs] == payloads
+            assert [m.data for m in local.msgs] == payloads
+
+            plain, limited, one, other = Inbox(), Inbox(), Inbox(), Inbox()
+            await ec.subscribe("burst.down", cb=plain.cb)
+            ec2 = await edge_client(srv)
+            await ec2.subscribe("burst.down", cb=one.cb)
+            await ec2.subscribe("burst.*", cb=other.cb)
+            await ec.flush()
+            await ec2.flush()
+            await propagated(hc, "burst.down", plain)
+            await until(lambda: len(one.msgs) and len(other.msgs))
+            await ec.subscribe("burst.down", cb=limited.cb, max_msgs=10)
+            await ec.flush()
+            await asyncio.sleep(0.2)
+            for box in (plain, one, other):
+                box.msgs.clear()
+            for p in payloads:
+                await hc.publish("burst.down", p)
+            await hc.flush()
+            await until(lambda: all(len(b.msgs) >= 3000 for b in (plain, one, other)), timeout=15)
+            await asyncio.sleep(0.2)
+            for box in (plain, one, other):
+                assert [m.data for m in box.msgs] == payloads
+            assert [m.data for m in limited.msgs] == payloads[:10]
+            await hc.close()
+            await ec.close()
+            await ec2.close()
+        finally:
+            await srv.shutdown()
+
+    run(main())
+
+
 def test_queue_groups_across_the_link(hub: Hub) -> None:
     async def main() -> None:
         srv = await start_edge([leaf_remote(hub)])

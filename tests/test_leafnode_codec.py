@@ -20,6 +20,7 @@ from edged.leafnode import (
     OP_ERROR,
     OP_INFO,
     OP_LMSG,
+    OP_LMSGS,
     OP_LSUB,
     OP_LUNSUB,
     OP_OK,
@@ -263,3 +264,74 @@ def test_proxy_heads() -> None:
     assert parse_response_head(b"HTTP/1.0 407 Proxy Authentication Required")[0] == 407
     with pytest.raises(ValueError):
         parse_response_head(b"SSH-2.0-OpenSSH")
+
+
+# ------------------------------------------------------------------ runs=True: LMSGs grouped by subject
+
+
+def _feed_runs(data: bytes, cuts: list[int]) -> list[tuple]:
+    """runs=True parsing, each OP_LMSGS spread back into the OP_LMSG events it stands for."""
+    p = LeafParser(runs=True, max_payload=50)
+    evs: list[tuple] = []
+    prev = 0
+    for c in sorted({min(c, len(data)) for c in cuts}) + [len(data)]:
+        evs += p.feed(data[prev:c])
+        prev = c
+    out: list[tuple] = []
+    for ev in evs:
+        if ev[0] == OP_LMSGS:
+            assert ev[3]
+            out += [(OP_LMSG, ev[1], ev[2], (), None, pl) for pl in ev[3]]
+        else:
+            out.append(ev)
+    return out
+
+
+def _feed_plain(data: bytes, cuts: list[int]) -> list[tuple]:
+    p = LeafParser(max_payload=50)
+    evs: list[tuple] = []
+    prev = 0
+    for c in sorted({min(c, len(data)) for c in cuts}) + [len(data)]:
+        evs += p.feed(data[prev:c])
+        prev = c
+    return evs
+
+
+def test_runs_group_plain_lmsgs() -> None:
+    data = (b"LMSG a 1\r\nx\r\n" * 3 + b"LMSG a 2\r\nxy\r\nLMSG a r 1\r\nz\r\nLMSG a | q 1\r\nq\r\n"
+            b"HMSG a 12 12\r\nNATS/1.0\r\n\r\n\r\nLMSG a 1\r\nx\r\nLMSG a 1\r\nxy\r\n")
+    assert LeafParser(runs=True).feed(data) == [
+        (OP_LMSGS, b"a", b"", [b"x", b"x", b"x", b"xy"]),
+        (OP_LMSG, b"a", b"r", (), None, b"z"),  # a message alone stays one plain event
+        (OP_LMSG, b"a", b"", (b"q",), None, b"q"),
+        (OP_LMSG, b"a", b"", (), b"NATS/1.0\r\n\r\n", b""),
+        (OP_LMSG, b"a", b"", (), None, b"x"),
+        (OP_ERROR, "Unknown Protocol Operation"),
+    ]
+
+
+_lpieces = st.sampled_from([
+    b"LMSG a 1\r\nx\r\n", b"LMSG a 1\r\ny\r\n", b"LMSG a 2\r\nxy\r\n", b"LMSG a r 1\r\nx\r\n", b"LMSG b 0\r\n\r\n",
+    b"LMSG a | q 1\r\nx\r\n", b"LMSG a 1\nx\r\n", b"lmsg a 1\r\nx\r\n", b"HMSG a 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
+    b"PING\r\n", b"LS+ a\r\n", b"LMSG a 1\r\nxy\r\n", b"LMSG a 1\r\nx\n", b"LMSG a 99\r\n", b"\r\n",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_lpieces, max_size=30), st.lists(st.integers(0, 400), max_size=12))
+def test_runs_give_the_same_messages_however_split(pieces: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(pieces)
+    assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+
+
+def test_runs_remembered_lines_are_not_confused() -> None:
+    """Plain LMSG lines are remembered per parser: the same line again parses the same, others do not
+    borrow from it, more lines than are kept still parse, and max_payload still holds."""
+    p = LeafParser(runs=True, max_payload=64)
+    lines = [b"LMSG s.%d r.%d %d\r\n" % (i % 300, i % 7, i % 5) for i in range(900)]
+    data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
+    got = []
+    for e in p.feed(data):
+        got += [(e[1], e[2], pl) for pl in e[3]] if e[0] == OP_LMSGS else [(e[1], e[2], e[5])]
+    assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
+    assert p.feed(b"LMSG s.1 r.1 65\r\n") == [(OP_ERROR, "Maximum Payload Violation")]

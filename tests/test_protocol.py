@@ -167,3 +167,79 @@ def test_truncated_input_yields_prefix(items, data):
     cut = data.draw(st.integers(0, len(enc)))
     evs = feed_all(enc[:cut])
     assert evs == expect(items)[: len(evs)]
+
+
+# ---------------------------------------------------------------- runs=True: PUBs grouped by subject
+
+
+def feed_runs(data: bytes, chunks: list[int], **kw) -> list[tuple]:
+    """runs=True parsing, with each OP_PUBS spread back into the OP_PUB events it stands for."""
+    p = P.ClientParser(runs=True, **kw)
+    evs: list[tuple] = []
+    pos = 0
+    for n in [*chunks, len(data)]:
+        evs += p.feed(data[pos : pos + n])
+        pos += n
+    out: list[tuple] = []
+    for ev in evs:
+        if ev[0] == P.OP_PUBS:
+            _, subject, reply, subject_b, reply_b, payloads = ev
+            assert payloads and subject_b == subject.encode() and reply_b == reply.encode()
+            out += [(P.OP_PUB, subject, reply, None, pl) for pl in payloads]
+        else:
+            out.append(ev)
+    return out
+
+
+def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
+    data = (b"PUB a 1\r\nx\r\n" * 3 + b"PUB a 2\r\nyy\r\nPUB a r 1\r\nz\r\nPUB b 0\r\n\r\nPING\r\n"
+            b"PUB b 0\r\n\r\npub b 1\r\nw\r\nHPUB b 12 12\r\nNATS/1.0\r\n\r\n\r\n")
+    assert P.ClientParser(runs=True).feed(data) == [
+        (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x", b"yy"]),
+        (P.OP_PUBS, "a", "r", b"a", b"r", [b"z"]),  # a message alone is a run of one
+        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
+        (P.OP_PING,),
+        (P.OP_PUBS, "b", "", b"b", b"", [b""]),
+        (P.OP_PUB, "b", "", None, b"w"),  # not the fast path: never part of a run
+        (P.OP_PUB, "b", "", b"NATS/1.0\r\n\r\n", b""),
+    ]
+
+
+def test_runs_remembered_lines_are_not_confused():
+    """Control lines are remembered per parser: the same line again parses the same, others do not
+    borrow from it, and more lines than are kept still parse."""
+    p = P.ClientParser(runs=True, max_payload=64)
+    lines = [b"PUB s.%d r.%d %d\r\n" % (i % 300, i % 7, i % 5) for i in range(900)]
+    data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
+    got = [(e[3], e[4], pl) for e in p.feed(data) for pl in e[5]]
+    assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
+    assert p.feed(b"PUB s.1 r.1 65\r\n") == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
+
+
+def test_runs_error_mid_run_keeps_the_messages_before():
+    data = b"PUB a 1\r\nx\r\n" * 3 + b"PUB a 1\r\nxy\r\n"
+    assert P.ClientParser(runs=True).feed(data) == [
+        (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x"]),
+        (P.OP_ERROR, P.ERR_UNKNOWN_OP),
+    ]
+
+
+_pieces = st.sampled_from([
+    b"PUB a 1\r\nx\r\n", b"PUB a 1\r\ny\r\n", b"PUB a 2\r\nxy\r\n", b"PUB a r 1\r\nx\r\n", b"PUB b 0\r\n\r\n",
+    b"PUB  a\t1\r\nx\r\n", b"PUB a 1\nx\r\n", b"pub a 1\r\nx\r\n", b"HPUB a 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
+    b"PING\r\n", b"SUB a 1\r\n", b"PUB a 1\r\nxy\r\n", b"PUB a 1\r\nx\n", b"PUB a 99\r\n", b"\r\n",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_pieces, max_size=30), st.lists(st.integers(1, 40), max_size=12))
+def test_runs_give_the_same_messages_however_split(pieces, chunks):
+    data = b"".join(pieces)
+    assert feed_runs(data, chunks, max_payload=50) == feed_all(data, chunks, max_payload=50)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.lists(st.integers(1, 100), max_size=8))
+def test_runs_random_bytes_same_as_per_message(data, chunks):
+    assert feed_runs(data, chunks, max_control_line=64, max_payload=128) == feed_all(
+        data, chunks, max_control_line=64, max_payload=128)
