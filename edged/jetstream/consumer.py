@@ -298,6 +298,8 @@ class Consumer:
         else:
             self._initial_position()
         self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack)
+        # every ack subject is new: let the router answer them from one memo entry
+        self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
         if self.push and self.hb:
             self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
@@ -1029,6 +1031,7 @@ class Consumer:
         self.waiting.clear()
         if self._ack_sub is not None:
             self.ic.unsubscribe(self._ack_sub)
+            self.ic.account.sublist.remove_prefix(f"$JS.ACK.{self.stream.name}.{self.name}")
         if self._fc_sub is not None:
             self.ic.unsubscribe(self._fc_sub)
 
