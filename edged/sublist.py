@@ -91,7 +91,7 @@ class Sublist:
     """Subscriptions are any objects with `.subject` (str) and `.queue` (str | None)."""
 
     __slots__ = ("_root", "_cache", "count", "matches", "cache_hits", "inserts", "removes", "cache_enabled",
-                 "_prefixes", "_prefix_lens")
+                 "_prefixes", "_prefix_lens", "_last_prefix")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
@@ -99,6 +99,7 @@ class Sublist:
         # prefix -> [refs, generation, result or None]; see add_prefix
         self._prefixes: dict[str, list[Any]] = {}
         self._prefix_lens: dict[int, int] = {}  # token count of registered prefixes -> how many
+        self._last_prefix: tuple[str, list[Any]] | None = None  # ("prefix.", entry) of the last memo hit
         self.count = 0
         self.matches = 0
         self.cache_hits = 0
@@ -213,6 +214,7 @@ class Sublist:
         if e[0] > 0:
             return
         del self._prefixes[prefix]
+        self._last_prefix = None
         k = prefix.count(".") + 1
         left = self._prefix_lens.get(k, 0) - 1
         if left > 0:
@@ -226,9 +228,11 @@ class Sublist:
         for k in self._prefix_lens:
             if n <= k:
                 continue
-            e = self._prefixes.get(".".join(toks[:k]))
+            key = ".".join(toks[:k])
+            e = self._prefixes.get(key)
             if e is None:
                 continue
+            self._last_prefix = (key + ".", e)
             gen = self.inserts + self.removes
             if e[1] != gen:
                 e[1] = gen
@@ -250,11 +254,19 @@ class Sublist:
         if r is not None:
             self.cache_hits += 1
             return r
-        toks = subject.split(".")
         if self._prefix_lens:
+            last = self._last_prefix
+            if last is not None and subject.startswith(last[0]):
+                # a run of acks to one consumer: no split, no join
+                e = last[1]
+                if e[1] == self.inserts + self.removes and e[2] is not None:
+                    return e[2]  # type: ignore[no-any-return]
+            toks = subject.split(".")
             r = self._prefix_match(toks)
             if r is not None:
                 return r
+        else:
+            toks = subject.split(".")
         psubs: list = []
         qgroups: dict[str, list] = {}
         _match_level(self._root, toks, 0, psubs, qgroups)
