@@ -859,8 +859,11 @@ class Consumer:
             dseq = int(toks[6])
         except ValueError:
             return
-        body = payload.strip()
-        kind = body[:4]
+        if payload:
+            body = payload.strip()
+            kind = body[:4]
+        else:
+            body = kind = b""  # the usual ack: an empty message
         if not body or kind == b"+ACK":
             self._ack(sseq, dseq)
         elif kind == b"-NAK":
@@ -914,9 +917,25 @@ class Consumer:
             self.kick()
 
     def _ack(self, sseq: int, dseq: int) -> None:
-        if self.ack == "none":
+        ack = self.ack
+        if ack == "explicit":
+            # the common case, kept short: one pending entry, no list of acked sequences
+            p = self.pending.pop(sseq, None)
+            if p is None:
+                return
+            rdc = self.rdc
+            deliveries = rdc.pop(sseq, 1) if rdc else 1
+            if self.sample:
+                self._sample_ack(sseq, dseq, p, deliveries)
+            self._advance_floor()
+            if not self._dirty:
+                self._save()
+            if self.stream.retention != "limits":
+                self.stream.ack_msg(sseq)
             return
-        if self.ack == "all":
+        if ack == "none":
+            return
+        if ack == "all":
             acked = [s for s in self.pending if s <= sseq]
             for s in acked:
                 del self.pending[s]
@@ -927,16 +946,21 @@ class Consumer:
                 return
             deliveries = self.rdc.pop(sseq, 1)
             acked = [sseq]
-            if self.sample and (self.sample >= 1 or int.from_bytes(os.urandom(2), "big") < self.sample * 65536):
-                self.js.advisory(self.stream.jsa, f"CONSUMER.ACK.{self.stream.name}.{self.name}", {
-                    "type": "io.nats.jetstream.metric.v1.consumer_ack", "stream": self.stream.name,
-                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-                    "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
+            if self.sample:
+                self._sample_ack(sseq, dseq, p, deliveries)
         self._advance_floor()
         self._save()
         if self.stream.retention != "limits":
             for s in acked:
                 self.stream.ack_msg(s)
+
+    def _sample_ack(self, sseq: int, dseq: int, p: list[int], deliveries: int) -> None:
+        """sample_freq: the ack metric advisory for this share of acks."""
+        if self.sample >= 1 or int.from_bytes(os.urandom(2), "big") < self.sample * 65536:
+            self.js.advisory(self.stream.jsa, f"CONSUMER.ACK.{self.stream.name}.{self.name}", {
+                "type": "io.nats.jetstream.metric.v1.consumer_ack", "stream": self.stream.name,
+                "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
 
     def _advance_floor(self) -> None:
         """Move the ack floor up to just below the lowest pending sequence; amortised O(1) per ack."""
