@@ -366,6 +366,25 @@ class ClientConnection(asyncio.Protocol):
             # flush() judge by what the kernel could not take
             self.flush()
 
+    def deliver_frames(self, sub: Subscription, frames: list[bytes], size: int, nbytes: int) -> None:
+        """Queue MSG/HMSG frames the caller built itself for `sub`: a JetStream consumer formats each
+        message with its ack subject in one go. deliver()'s bookkeeping, once for the lot; callers
+        only use it for connections without permissions (nothing to check per message).
+        `size` is the payload (header + data) bytes, `nbytes` the frames' total length."""
+        if self.closed:
+            return
+        n = len(frames)
+        sub.delivered += n
+        self.out += frames
+        self.out_msgs += n
+        self.out_bytes += size
+        self.pending += nbytes
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+        if self.pending > self.opts.max_pending:
+            self.flush()
+
     def send_raw(self, data: bytes) -> None:
         if self.closed:
             return

@@ -30,7 +30,8 @@ DEFAULT_MAX_ACK_PENDING = 1000
 DEFAULT_MAX_WAITING = 512
 EPHEMERAL_INACTIVE = 5 * NS
 FC_BYTES = 256 * 1024
-READ_AHEAD_MAX = 1024  # messages a consumer reads ahead at most (memory bound)
+READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
+FRAMES_FLUSH = 256 * 1024  # bytes of built frames handed to the client connection at once
 
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
@@ -584,6 +585,14 @@ class Consumer:
         psubs, qgroups = acc.sublist.match(dest)
         direct = psubs[0] if len(psubs) == 1 and not qgroups and not psubs[0].max else None
         deliver = direct.conn.deliver if direct is not None else None
+        # a plain client connection takes whole MSG frames, each built by one format with the ack
+        # subject inside: no reply bytes object, no deliver() call per message
+        frames: list[bytes] | None = None
+        conn: Any = None
+        if direct is not None:
+            conn = direct.conn
+            if getattr(conn, "deliver_frames", None) is not None and conn.perms is None:
+                frames = []
         route = acc.route
         ic = self.ic
         prefix = self._ack_prefix
@@ -591,7 +600,7 @@ class Consumer:
         now = time.time_ns()
         self.num_pending()  # makes sure _np is counted from the current position
         popleft = buf.popleft
-        sent = 0
+        sent = fsize = fbytes = 0
         seq = dseq = 0
         while sent < limit:
             m = popleft()
@@ -601,6 +610,8 @@ class Consumer:
             self.sseq = seq
             np = self._np - 1 if self._np else 0  # type: ignore[operator]
             self._np = np
+            if seq >= st.last_seq:
+                np = 0
             if pending is not None:
                 pending[seq] = [dseq, now]
             subj = m[1]
@@ -611,16 +622,35 @@ class Consumer:
                 subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
             hdr = m[2] or None
             data = m[3]
-            reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < st.last_seq else 0)
-            if direct is not None and not direct.closed:
-                deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
+            if frames is not None:
+                if hdr is not None and conn.headers:
+                    hl = len(hdr)
+                    f = b"HMSG %s %s %s%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (
+                        subj_b, direct.sid_b, prefix, seq, dseq, m[4], np, hl, hl + len(data), hdr, data)  # type: ignore[union-attr]
+                    fsize += hl + len(data)
+                else:
+                    f = b"MSG %s %s %s%d.%d.%d.%d %d\r\n%s\r\n" % (
+                        subj_b, direct.sid_b, prefix, seq, dseq, m[4], np, len(data), data)  # type: ignore[union-attr]
+                    fsize += len(data)
+                frames.append(f)
+                fbytes += len(f)
+                if fbytes >= FRAMES_FLUSH:
+                    conn.deliver_frames(direct, frames, fsize, fbytes)
+                    frames = []
+                    fsize = fbytes = 0
             else:
-                route(dest, subj_b, reply_b, hdr, data, ic)
+                reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)
+                if direct is not None and not direct.closed:
+                    deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
+                else:
+                    route(dest, subj_b, reply_b, hdr, data, ic)
             sent += 1
             if req is not None and max_bytes:
                 req.sent_bytes += len(data) + (len(hdr) if hdr else 0)
                 if req.sent_bytes >= max_bytes:
                     break
+        if frames:
+            conn.deliver_frames(direct, frames, fsize, fbytes)
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
         if req is not None:
