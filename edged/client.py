@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edged import protocol as P
-from edged.accounts import Account, Subscription
+from edged.accounts import Account, Deferred, Subscription
 from edged.log import TRACE, log
 
 if TYPE_CHECKING:
@@ -144,14 +144,21 @@ class ClientConnection(asyncio.Protocol):
         self.last_activity = time.time()
         events = self.parser.feed(data)
         if events:
-            self.process(events)
-            # flush what this read produced now rather than a loop turn later: lower request latency,
-            # and the whole read is still coalesced into one write per receiving connection
-            srv = self.server
-            for hook in srv.read_hooks:
-                hook()
-            if srv._flushq:
-                srv.flush_now()
+            Deferred.active = True
+            try:
+                self.process(events)
+                # flush what this read produced now rather than a loop turn later: lower request latency,
+                # and the whole read is still coalesced into one write per receiving connection
+                srv = self.server
+                for hook in srv.read_hooks:
+                    hook()
+                if srv._flushq:
+                    srv.flush_now()
+            finally:
+                Deferred.active = False
+                if Deferred.work:
+                    # what could wait for the output (a consumer's acks) is done while the client reads it
+                    Deferred.run()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.accounts import Deferred
 from edged.headers import make_headers
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
@@ -292,13 +293,16 @@ class Consumer:
         self.paused_until = 0
         self._np: int | None = None  # cached num_pending; None = count again
         self._buf: deque[Any] = deque()  # read-ahead of the next messages after sseq
+        self._prefetching = False
+        self._last_batch = 256  # how much a pull consumer's read-ahead reads
         self._redeliver_set: set[int] = set()
         self._apply_config()
         if state:
             self._load_state(state)
         else:
             self._initial_position()
-        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack)
+        self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
+        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True)
         # every ack subject is new: let the router answer them from one memo entry
         self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
@@ -388,6 +392,8 @@ class Consumer:
         self._redeliver_set.update(self.pending)
 
     def state_bytes(self) -> bytes:
+        if self._ackq:
+            self._drain_acks()
         # msgspec writes int keys as JSON strings itself: no str() copy of the pending map per save
         return _enc({"d": [self.dseq, self.sseq], "a": [self.afloor_c, self.afloor_s],
                      "p": self.pending, "r": self.rdc})
@@ -409,6 +415,8 @@ class Consumer:
             pass
 
     def update(self, cfg: dict[str, Any]) -> None:
+        if self._ackq:
+            self._drain_acks()
         self.config = cfg
         self._apply_config()
         self._buf.clear()
@@ -427,6 +435,8 @@ class Consumer:
         self.kick()
 
     def on_removed(self, first_seq: int) -> None:
+        if self._ackq:
+            self._drain_acks()
         self._np = None
         self._buf.clear()
         for s in [s for s in self.pending if s < first_seq]:
@@ -438,6 +448,8 @@ class Consumer:
             self.afloor_s = first_seq - 1
 
     def is_acked(self, seq: int) -> bool:
+        if self._ackq:
+            self._drain_acks()
         return seq <= self.sseq and seq not in self.pending
 
     def kick(self) -> None:
@@ -500,12 +512,17 @@ class Consumer:
         if self._pace_handle is not None:
             return  # a paced (rate-limited / replay original) delivery is scheduled
         paced = self.push and (self.rate_bps > 0 or self.replay_original)
+        if self._ackq and self.redeliver:
+            self._drain_acks()  # an acked message is not redelivered
         n = 0
         while n < 4096:
+            if not self.push and not self.waiting:
+                break
             if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
                     and not self.redeliver:
-                break
-            if not self.push and not self.waiting:
+                if self._ackq:
+                    self._drain_acks()  # queued acks may make room
+                    continue
                 break
             if self._fast and self._lps is None and not self.redeliver:
                 k = self._send_new(4096 - n)
@@ -545,6 +562,17 @@ class Consumer:
             self._finish_no_wait()
         if n >= 4096:
             self.kick()
+        elif n and not self.push and not self._buf and Deferred.active and not self._prefetching:
+            # a pull client asks again once it has what it got: read its next batch while it does
+            self._prefetching = True
+            Deferred.work.append(self._prefetch)
+
+    def _prefetch(self) -> None:
+        self._prefetching = False
+        st = self.stream.store
+        if self.closed or self._buf or self.sseq >= st.last_seq or self._lps is not None:
+            return
+        self._buf.extend(st.read_batch(self.sseq + 1, self.flt, self._last_batch))
 
     def _send_new(self, budget: int) -> int:
         """Deliver up to `budget` never-delivered messages from the read-ahead in one tight loop, the
@@ -561,7 +589,7 @@ class Consumer:
             want = 256
             if not self.push:
                 # a fetch of 500 is read in one go rather than 256 + 244
-                want = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
+                want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
             buf.extend(st.read_batch(sseq + 1, self.flt, want))
             if not buf:
                 return 0
@@ -818,6 +846,8 @@ class Consumer:
         self._deliver_loop()
 
     def _no_more_for(self, req: PullRequest) -> bool:
+        if self._ackq and (self.redeliver or (self.max_ack_pending and len(self.pending) >= self.max_ack_pending)):
+            self._drain_acks()  # only where queued acks could change the answer
         if self.redeliver:
             return False
         if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending:
@@ -881,6 +911,16 @@ class Consumer:
     # ------------------------------------------------------------------ acks
 
     def _on_ack(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if not payload and not reply and Deferred.active:
+            # a plain ack inside a client read: kept until the read's output is written, so that a
+            # pull request right behind a batch of acks is answered without waiting for them
+            q = self._ackq
+            if not q:
+                Deferred.work.append(self._drain_acks)
+            q.append(subject)
+            return
+        if self._ackq:
+            self._drain_acks()
         toks = subject.split(".")
         if len(toks) < 9:
             return
@@ -942,6 +982,30 @@ class Consumer:
                 self.ic.publish(reply, b"")
         self.last_active = time.time_ns()
         # an ack can only unblock delivery when acks were what held it back
+        if self.redeliver or self.waiting or (self.push and self.max_ack_pending
+                                             and len(self.pending) + 1 >= self.max_ack_pending):
+            self.kick()
+
+    def _drain_acks(self) -> None:
+        """Process the queued plain acks, in order; whatever looks at pending state calls this first."""
+        q = self._ackq
+        if not q:
+            return
+        self._ackq = []
+        if self.closed:
+            return
+        ack = self._ack
+        for subject in q:
+            toks = subject.split(".")
+            if len(toks) < 9:
+                continue
+            try:
+                sseq = int(toks[5])
+                dseq = int(toks[6])
+            except ValueError:
+                continue
+            ack(sseq, dseq)
+        self.last_active = time.time_ns()
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and len(self.pending) + 1 >= self.max_ack_pending):
             self.kick()
@@ -1026,6 +1090,8 @@ class Consumer:
     def _check_acks(self) -> None:
         if self.closed:
             return
+        if self._ackq:
+            self._drain_acks()
         if self.pending and self.ack != "none":
             now = time.time_ns()
             due = []
@@ -1072,6 +1138,8 @@ class Consumer:
     async def stop(self, deleted: bool = False) -> None:
         if self.closed:
             return
+        if self._ackq:
+            self._drain_acks()
         if not deleted:
             self._flush_state()
         self.closed = True
@@ -1102,6 +1170,8 @@ class Consumer:
         return self._np
 
     def info(self) -> dict[str, Any]:
+        if self._ackq:
+            self._drain_acks()
         delivered: dict[str, Any] = {"consumer_seq": self.dseq, "stream_seq": self.sseq}
         if self.last_active and self.dseq:
             delivered["last_active"] = rfc3339ns(self.last_active)
