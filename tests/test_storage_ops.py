@@ -339,3 +339,4 @@ async def test_read_batch_matches_load_next(env: tuple[Store, bool]) -> None:
                     want.append(m)
                     nxt = m.seq + 1
                 assert st.read_batch(start, flt, limit) == want, (flt, start, limit)
+                assert [tuple(r[:5]) for r in st.read_rows(start, flt, limit)] == [tuple(m[:5]) for m in want]

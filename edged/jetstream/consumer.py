@@ -21,6 +21,7 @@ from edged.jetstream.errors import api_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
 from edged.protocol import is_valid_literal_subject, is_valid_subject
 from edged.sublist import subject_matches, subjects_overlap
+from storage.base import StoredMsg
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
@@ -292,7 +293,8 @@ class Consumer:
         self._pace_bytes = 0
         self.paused_until = 0
         self._np: int | None = None  # cached num_pending; None = count again
-        self._buf: deque[Any] = deque()  # read-ahead of the next messages after sseq
+        # read-ahead of the next messages after sseq: store.read_rows tuples (seq, subject, hdr, data, ts...)
+        self._buf: deque[Any] = deque()
         self._prefetching = False
         self._last_batch = 256  # how much a pull consumer's read-ahead reads
         self._redeliver_set: set[int] = set()
@@ -486,15 +488,16 @@ class Consumer:
                         return m, False
             self._lps = None
         buf = self._buf
-        while buf and buf[0].seq <= self.sseq:
+        while buf and buf[0][0] <= self.sseq:
             buf.popleft()
         if not buf:
             if self.sseq >= st.last_seq:
                 return None, False
-            buf.extend(st.read_batch(self.sseq + 1, self.flt, 256))
+            buf.extend(st.read_rows(self.sseq + 1, self.flt, 256))
             if not buf:
                 return None, False
-        return buf.popleft(), False
+        m = buf.popleft()
+        return (m if type(m) is StoredMsg else StoredMsg(*m)), False
 
     def _deliver_loop(self) -> None:
         self._kick_scheduled = False
@@ -572,7 +575,7 @@ class Consumer:
         st = self.stream.store
         if self.closed or self._buf or self.sseq >= st.last_seq or self._lps is not None:
             return
-        self._buf.extend(st.read_batch(self.sseq + 1, self.flt, self._last_batch))
+        self._buf.extend(st.read_rows(self.sseq + 1, self.flt, self._last_batch))
 
     def _send_new(self, budget: int) -> int:
         """Deliver up to `budget` never-delivered messages from the read-ahead in one tight loop, the
@@ -580,7 +583,7 @@ class Consumer:
         lookups, branches and router call. Returns how many were sent (0: nothing to send now)."""
         buf = self._buf
         sseq = self.sseq
-        while buf and buf[0].seq <= sseq:
+        while buf and buf[0][0] <= sseq:
             buf.popleft()
         st = self.stream.store
         if not buf:
@@ -590,7 +593,7 @@ class Consumer:
             if not self.push:
                 # a fetch of 500 is read in one go rather than 256 + 244
                 want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
-            buf.extend(st.read_batch(sseq + 1, self.flt, want))
+            buf.extend(st.read_rows(sseq + 1, self.flt, want))
             if not buf:
                 return 0
         limit = min(budget, len(buf))
