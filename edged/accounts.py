@@ -110,7 +110,8 @@ class InternalClient:
         if Deferred.work and sub.sid not in self._passive:
             Deferred.run()
         sub.delivered += 1
-        entry[1](sub, subject.decode("utf-8", "surrogateescape"), reply.decode("utf-8", "surrogateescape"), hdr, payload)
+        entry[1](sub, subject.decode("utf-8", "surrogateescape"),
+                 reply.decode("utf-8", "surrogateescape") if reply else "", hdr, payload)
 
     def publish(self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None) -> bool:
         return self.account.route(
