@@ -997,17 +997,44 @@ class Consumer:
         self._ackq = []
         if self.closed:
             return
-        ack = self._ack
-        for subject in q:
-            toks = subject.split(".")
-            if len(toks) < 9:
-                continue
-            try:
-                sseq = int(toks[5])
-                dseq = int(toks[6])
-            except ValueError:
-                continue
-            ack(sseq, dseq)
+        if self.ack != "explicit" or self.sample:
+            ack = self._ack
+            for subject in q:
+                toks = subject.split(".")
+                if len(toks) < 9:
+                    continue
+                try:
+                    sseq = int(toks[5])
+                    dseq = int(toks[6])
+                except ValueError:
+                    continue
+                ack(sseq, dseq)
+        else:
+            # _ack's explicit path for the lot: the floor depends only on what is left pending, so
+            # moving it once at the end ends where moving it after every ack would
+            pend = self.pending
+            rdc = self.rdc
+            acked = []
+            for subject in q:
+                toks = subject.split(".")
+                if len(toks) < 9:
+                    continue
+                try:
+                    sseq = int(toks[5])
+                    int(toks[6])
+                except ValueError:
+                    continue
+                if pend.pop(sseq, None) is not None:
+                    acked.append(sseq)
+                    if rdc:
+                        rdc.pop(sseq, None)
+            if acked:
+                self._advance_floor()
+                if not self._dirty:
+                    self._save()
+                if self.stream.retention != "limits":
+                    for sseq in acked:
+                        self.stream.ack_msg(sseq)
         self.last_active = time.time_ns()
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and len(self.pending) + 1 >= self.max_ack_pending):
