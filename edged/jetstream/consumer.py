@@ -855,6 +855,9 @@ class Consumer:
             return False
         if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending:
             return True
+        buf = self._buf
+        if buf and buf[-1][0] > self.sseq:
+            return False  # the read-ahead has the next one (removals clear it)
         return self.stream.store.load_next(self.sseq + 1, self.flt) is None and self._lps is None
 
     def _finish_no_wait(self) -> None:
