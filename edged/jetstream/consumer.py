@@ -633,55 +633,87 @@ class Consumer:
         popleft = buf.popleft
         sent = fsize = fbytes = 0
         seq = dseq = 0
-        while sent < limit:
-            m = popleft()
-            seq = m[0]
-            dseq = self.dseq + 1
-            self.dseq = dseq
-            self.sseq = seq
-            np = self._np - 1 if self._np else 0  # type: ignore[operator]
-            self._np = np
-            if seq >= st.last_seq:
-                np = 0
-            if pending is not None:
-                pending[seq] = [dseq, now]
-            subj = m[1]
-            subj_b = subj_cache.get(subj)
-            if subj_b is None:
-                if len(subj_cache) >= 4096:
-                    subj_cache.clear()
-                subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
-            hdr = m[2] or None
-            data = m[3]
-            if frames is not None:
-                if hdr is not None and conn.headers:
+        if frames is not None:
+            # nothing runs between two frames (they are only built): the position stays in locals
+            # and is written back before the frames are handed over
+            sid_b = direct.sid_b  # type: ignore[union-attr]
+            headers = conn.headers
+            append = frames.append
+            dseq = self.dseq
+            np: int = self._np or 0
+            last = st.last_seq
+            while sent < limit:
+                m = popleft()
+                seq = m[0]
+                dseq += 1
+                np = np - 1 if np > 0 else 0
+                if pending is not None:
+                    pending[seq] = [dseq, now]
+                subj = m[1]
+                subj_b = subj_cache.get(subj)
+                if subj_b is None:
+                    if len(subj_cache) >= 4096:
+                        subj_cache.clear()
+                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                hdr = m[2]
+                data = m[3]
+                if hdr and headers:
                     hl = len(hdr)
                     f = b"HMSG %s %s %s%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (
-                        subj_b, direct.sid_b, prefix, seq, dseq, m[4], np, hl, hl + len(data), hdr, data)  # type: ignore[union-attr]
+                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, hl, hl + len(data), hdr,
+                        data)
                     fsize += hl + len(data)
                 else:
                     f = b"MSG %s %s %s%d.%d.%d.%d %d\r\n%s\r\n" % (
-                        subj_b, direct.sid_b, prefix, seq, dseq, m[4], np, len(data), data)  # type: ignore[union-attr]
+                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, len(data), data)
                     fsize += len(data)
-                frames.append(f)
+                append(f)
                 fbytes += len(f)
+                sent += 1
+                if max_bytes:
+                    req.sent_bytes += len(data) + len(hdr)  # type: ignore[union-attr]
+                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
+                        break
                 if fbytes >= FRAMES_FLUSH:
+                    self.dseq, self.sseq, self._np = dseq, seq, np
                     conn.deliver_frames(direct, frames, fsize, fbytes)
                     frames = []
+                    append = frames.append
                     fsize = fbytes = 0
-            else:
+            self.dseq, self.sseq, self._np = dseq, seq, np
+            if frames:
+                conn.deliver_frames(direct, frames, fsize, fbytes)
+        else:
+            while sent < limit:
+                m = popleft()
+                seq = m[0]
+                dseq = self.dseq + 1
+                self.dseq = dseq
+                self.sseq = seq
+                np = self._np - 1 if self._np else 0
+                self._np = np
+                if seq >= st.last_seq:
+                    np = 0
+                if pending is not None:
+                    pending[seq] = [dseq, now]
+                subj = m[1]
+                subj_b = subj_cache.get(subj)
+                if subj_b is None:
+                    if len(subj_cache) >= 4096:
+                        subj_cache.clear()
+                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                hdr = m[2] or None
+                data = m[3]
                 reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)
                 if direct is not None and not direct.closed:
                     deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
                 else:
                     route(dest, subj_b, reply_b, hdr, data, ic)
-            sent += 1
-            if req is not None and max_bytes:
-                req.sent_bytes += len(data) + (len(hdr) if hdr else 0)
-                if req.sent_bytes >= max_bytes:
-                    break
-        if frames:
-            conn.deliver_frames(direct, frames, fsize, fbytes)
+                sent += 1
+                if max_bytes:
+                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
+                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
+                        break
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
         if req is not None:
