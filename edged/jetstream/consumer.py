@@ -671,7 +671,7 @@ class Consumer:
                 fbytes += len(f)
                 sent += 1
                 if max_bytes:
-                    req.sent_bytes += len(data) + len(hdr)  # type: ignore[union-attr]
+                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
                     if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
                         break
                 if fbytes >= FRAMES_FLUSH:
