@@ -55,6 +55,24 @@ class Subscription:
 MsgCallback = Callable[[Subscription, str, str, "bytes | None", bytes], None]
 
 
+class Deferred:
+    """Work that may wait until the client read being processed has had its output written: a
+    JetStream consumer queues the plain acks of a read here, so the messages a pull request in the
+    same read asks for go out first (nats-server, too, processes acks apart from pull requests).
+    Anything that could observe the deferred work runs `run()` first: every internal subscriber that
+    is not `passive` does so on delivery. `active` is set by the client connection around a read."""
+
+    active = False
+    work: list[Callable[[], None]] = []
+
+    @classmethod
+    def run(cls) -> None:
+        while cls.work:
+            work, cls.work = cls.work, []
+            for fn in work:
+                fn()
+
+
 class InternalClient:
     """A receiver for in-process services; callbacks run inline on the event loop."""
 
@@ -67,16 +85,23 @@ class InternalClient:
         self.name = name
         self._sid = 0
         self.subs: dict[str, tuple[Subscription, MsgCallback]] = {}
+        self._passive: set[str] = set()
 
-    def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None) -> Subscription:
+    def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False
+                  ) -> Subscription:
+        """`passive`: the callback itself deals with `Deferred` work (runs it when it needs to); any
+        other callback only runs once the deferred work is done."""
         self._sid += 1
         sub = Subscription(self, subject, queue, str(self._sid))
         self.subs[sub.sid] = (sub, cb)
+        if passive:
+            self._passive.add(sub.sid)
         self.account.subscribe(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         if self.subs.pop(sub.sid, None) is not None:
+            self._passive.discard(sub.sid)
             self.account.unsubscribe(sub)
 
     def close(self) -> None:
@@ -99,8 +124,11 @@ class InternalClient:
         entry = self.subs.get(sub.sid)
         if entry is None:
             return
+        if Deferred.work and sub.sid not in self._passive:
+            Deferred.run()
         sub.delivered += 1
-        entry[1](sub, subject.decode("utf-8", "surrogateescape"), reply.decode("utf-8", "surrogateescape"), hdr, payload)
+        entry[1](sub, subject.decode("utf-8", "surrogateescape"),
+                 reply.decode("utf-8", "surrogateescape") if reply else "", hdr, payload)
 
     def publish(self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None) -> bool:
         return self.account.route(

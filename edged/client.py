@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edged import protocol as P
-from edged.accounts import Account, Subscription
+from edged.accounts import Account, Deferred, Subscription
 from edged.log import TRACE, log
 
 if TYPE_CHECKING:
@@ -144,14 +144,21 @@ class ClientConnection(asyncio.Protocol):
         self.last_activity = time.time()
         events = self.parser.feed(data)
         if events:
-            self.process(events)
-            # flush what this read produced now rather than a loop turn later: lower request latency,
-            # and the whole read is still coalesced into one write per receiving connection
-            srv = self.server
-            for hook in srv.read_hooks:
-                hook()
-            if srv._flushq:
-                srv.flush_now()
+            Deferred.active = True
+            try:
+                self.process(events)
+                # flush what this read produced now rather than a loop turn later: lower request latency,
+                # and the whole read is still coalesced into one write per receiving connection
+                srv = self.server
+                for hook in srv.read_hooks:
+                    hook()
+                if srv._flushq:
+                    srv.flush_now()
+            finally:
+                Deferred.active = False
+                if Deferred.work:
+                    # what could wait for the output (a consumer's acks) is done while the client reads it
+                    Deferred.run()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -449,6 +456,25 @@ class ClientConnection(asyncio.Protocol):
         if not self.flush_queued:
             self.flush_queued = True
             self.server.flush_soon(self)
+
+    def deliver_frames(self, sub: Subscription, frames: list[bytes], size: int, nbytes: int) -> None:
+        """Queue MSG/HMSG frames the caller built itself for `sub`: a JetStream consumer formats each
+        message with its ack subject in one go. deliver()'s bookkeeping, once for the lot; callers
+        only use it for connections without permissions (nothing to check per message).
+        `size` is the payload (header + data) bytes, `nbytes` the frames' total length."""
+        if self.closed:
+            return
+        n = len(frames)
+        sub.delivered += n
+        self.out += frames
+        self.out_msgs += n
+        self.out_bytes += size
+        self.pending += nbytes
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+        if self.pending > self.opts.max_pending:
+            self.flush()
 
     def send_raw(self, data: bytes) -> None:
         if self.closed:

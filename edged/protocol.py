@@ -54,6 +54,10 @@ _OPS = {
 }
 
 
+# sizes as they are written, for the common small ones: one dict lookup instead of isdigit + int
+_SMALL_SIZES = {str(i).encode(): i for i in range(1024)}
+
+
 def _size(b: bytes) -> int:
     """nats-server's parseSize: decimal digits only, else -1."""
     if not b or not b.isdigit() or len(b) > 9:
@@ -124,6 +128,7 @@ class ClientParser(Framer):
         runs = self.runs
         lines = self._lines
         run: tuple = ()
+        small = _SMALL_SIZES
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -187,9 +192,11 @@ class ClientParser(Framer):
                     sz = args[2]
                 else:
                     return self._fail(events, None)
-                if not sz.isdigit() or len(sz) > 9:
-                    return self._fail(events, None)
-                size = int(sz)
+                size = small.get(sz)
+                if size is None:
+                    if not sz.isdigit() or len(sz) > 9:
+                        return self._fail(events, None)
+                    size = int(sz)
                 if size > self.max_payload:
                     return self._fail(events, ERR_MAX_PAYLOAD)
                 start = nl + 1

@@ -90,11 +90,16 @@ def subject_is_subset(sub: str, of: str) -> bool:
 class Sublist:
     """Subscriptions are any objects with `.subject` (str) and `.queue` (str | None)."""
 
-    __slots__ = ("_root", "_cache", "count", "matches", "cache_hits", "inserts", "removes", "cache_enabled")
+    __slots__ = ("_root", "_cache", "count", "matches", "cache_hits", "inserts", "removes", "cache_enabled",
+                 "_prefixes", "_prefix_lens", "_last_prefix")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
         self._cache: dict[str, tuple[tuple, tuple]] = {}
+        # prefix -> [refs, generation, result or None]; see add_prefix
+        self._prefixes: dict[str, list[Any]] = {}
+        self._prefix_lens: dict[int, int] = {}  # token count of registered prefixes -> how many
+        self._last_prefix: tuple[str, list[Any]] | None = None  # ("prefix.", entry) of the last memo hit
         self.count = 0
         self.matches = 0
         self.cache_hits = 0
@@ -188,6 +193,60 @@ class Sublist:
         for key in [k for k in cache if subject_matches(pattern, k)]:
             del cache[key]
 
+    def add_prefix(self, prefix: str) -> None:
+        """Declare that many distinct subjects will be published under the literal `prefix.>` (each
+        JetStream ack subject is new): their matches are then answered by one memo entry per prefix,
+        as long as no subscription tells those subjects apart, instead of a trie walk and a cache
+        entry each (which would also push the reused subjects out of the cache)."""
+        e = self._prefixes.get(prefix)
+        if e is not None:
+            e[0] += 1
+            return
+        self._prefixes[prefix] = [1, -1, None]
+        k = prefix.count(".") + 1
+        self._prefix_lens[k] = self._prefix_lens.get(k, 0) + 1
+
+    def remove_prefix(self, prefix: str) -> None:
+        e = self._prefixes.get(prefix)
+        if e is None:
+            return
+        e[0] -= 1
+        if e[0] > 0:
+            return
+        del self._prefixes[prefix]
+        self._last_prefix = None
+        k = prefix.count(".") + 1
+        left = self._prefix_lens.get(k, 0) - 1
+        if left > 0:
+            self._prefix_lens[k] = left
+        else:
+            self._prefix_lens.pop(k, None)
+
+    def _prefix_match(self, toks: list[str]) -> tuple[tuple, tuple] | None:
+        """The memoized match of a subject under a registered prefix, or None (walk the trie)."""
+        n = len(toks)
+        for k in self._prefix_lens:
+            if n <= k:
+                continue
+            key = ".".join(toks[:k])
+            e = self._prefixes.get(key)
+            if e is None:
+                continue
+            self._last_prefix = (key + ".", e)
+            gen = self.inserts + self.removes
+            if e[1] != gen:
+                e[1] = gen
+                e[2] = None
+                ptoks = toks[:k]
+                if _uniform(self._root, ptoks, 0):
+                    psubs: list = []
+                    qgroups: dict[str, list] = {}
+                    # every subject under the prefix matches the same subscriptions: any one will do
+                    _match_level(self._root, [*ptoks, ""], 0, psubs, qgroups)
+                    e[2] = _result(psubs, qgroups)
+            return e[2]  # type: ignore[no-any-return]
+        return None
+
     def match(self, subject: str) -> tuple[tuple, tuple]:
         """Return (plain subs, queue groups) for a literal subject; each group is a tuple of subs."""
         self.matches += 1
@@ -195,13 +254,23 @@ class Sublist:
         if r is not None:
             self.cache_hits += 1
             return r
+        if self._prefix_lens:
+            last = self._last_prefix
+            if last is not None and subject.startswith(last[0]):
+                # a run of acks to one consumer: no split, no join
+                e = last[1]
+                if e[1] == self.inserts + self.removes and e[2] is not None:
+                    return e[2]  # type: ignore[no-any-return]
+            toks = subject.split(".")
+            r = self._prefix_match(toks)
+            if r is not None:
+                return r
+        else:
+            toks = subject.split(".")
         psubs: list = []
         qgroups: dict[str, list] = {}
-        _match_level(self._root, subject.split("."), 0, psubs, qgroups)
-        if psubs or qgroups:
-            r = (tuple(psubs), tuple(tuple(g) for g in qgroups.values()))
-        else:
-            r = _EMPTY
+        _match_level(self._root, toks, 0, psubs, qgroups)
+        r = _result(psubs, qgroups)
         if self.cache_enabled:
             cache = self._cache
             if len(cache) >= CACHE_MAX:
@@ -229,6 +298,24 @@ class Sublist:
 
     def cache_size(self) -> int:
         return len(self._cache)
+
+
+def _result(psubs: list, qgroups: dict[str, list]) -> tuple[tuple, tuple]:
+    if qgroups:
+        return tuple(psubs), tuple([tuple(g) for g in qgroups.values()])
+    return (tuple(psubs), ()) if psubs else _EMPTY
+
+
+def _uniform(level: _Level, ptoks: list[str], i: int) -> bool:
+    """Does every subscription match either all subjects under the literal `ptoks.>` or none of them?
+    Only a pattern with a token other than `>` past the prefix (`p.*`, `p.x.>`) tells them apart."""
+    if i == len(ptoks):
+        return not level.nodes and (level.pwc is None or level.pwc.empty())
+    pwc = level.pwc
+    if pwc is not None and pwc.next is not None and not _uniform(pwc.next, ptoks, i + 1):
+        return False
+    node = level.nodes.get(ptoks[i])
+    return node is None or node.next is None or _uniform(node.next, ptoks, i + 1)
 
 
 def _add_node(node: _Node, psubs: list, qgroups: dict[str, list]) -> None:

@@ -199,6 +199,11 @@ class Stream(ABC):
             self._chunk_hint = 0
         return out
 
+    def read_rows(self, start: int, filter: FilterArg = None, limit: int = 256) -> list[tuple[Any, ...]]:
+        """read_batch for a consumer's read-ahead: tuples that start (seq, subject, hdr, data, ts), as a
+        StoredMsg does, but need not be StoredMsgs (a backend may skip building them)."""
+        return self.read_batch(start, filter, limit)  # type: ignore[return-value]
+
     def load_prev(self, start: int, filter: FilterArg = None) -> StoredMsg | None:
         """Last message with seq <= start matching the filter(s)."""
         filt = compile_filter(filter)

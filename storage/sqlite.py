@@ -43,12 +43,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import itertools
 import os
 import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from storage.base import (
@@ -62,7 +64,7 @@ from storage.base import (
     Stream,
     StreamExistsError,
 )
-from storage.subjects import SubjectFilter, to_glob
+from storage.subjects import FilterArg, SubjectFilter, compile_filter, to_glob
 
 SEQ_BITS = 44
 SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -117,6 +119,13 @@ _CONSUMER_PUT = "INSERT OR REPLACE INTO consumers(stream, name, config, state) V
 _CONSUMER_DEL = "DELETE FROM consumers WHERE stream = ? AND name = ?"
 
 _FULL = "rowid, subject, hdr, data, ts, ttl"
+# read_batch's query: the sequence is computed by SQLite, so each row is a StoredMsg as it comes;
+# read_rows leaves out ttl, which no consumer needs (a column less to convert per row)
+_BATCH = "SELECT rowid - ?, subject, hdr, data, ts, ttl FROM msgs WHERE rowid BETWEEN ? AND ?"
+_ROWS = "SELECT rowid - ?, subject, hdr, data, ts FROM msgs WHERE rowid BETWEEN ? AND ?"
+_BATCH_END = " ORDER BY rowid LIMIT ?"
+_BY_SUBJECT = " AND stream = ? AND subject = ?"
+_as_msg = partial(tuple.__new__, StoredMsg)  # a row tuple as a StoredMsg, without a Python-level call
 _META = "rowid, subject, size, ts"
 _FRONT_READ = 64
 _NEXT_LIVE = f"SELECT rowid FROM msgs WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT {_FRONT_READ}"
@@ -278,6 +287,45 @@ class SQLiteStream(Stream):
         if row is None:
             return None
         return StoredMsg(seq, row[0], row[1], row[2], row[3], row[4])
+
+    def read_batch(self, start: int, filter: FilterArg = None, limit: int = 256) -> list[StoredMsg]:
+        """One query for the whole batch when the filter is everything or one subject: rows become
+        StoredMsgs in C, without the generic scan's per-row generators."""
+        out = self._read_fast(_BATCH, start, filter, limit)
+        if out is None:
+            return super().read_batch(start, filter, limit)
+        return list(map(_as_msg, out)) if out and type(out[0]) is tuple else out
+
+    def read_rows(self, start: int, filter: FilterArg = None, limit: int = 256) -> list[tuple[Any, ...]]:
+        out = self._read_fast(_ROWS, start, filter, limit)
+        return super().read_batch(start, filter, limit) if out is None else out  # type: ignore[return-value]
+
+    def _read_fast(self, sql: str, start: int, filter: FilterArg, limit: int) -> list[Any] | None:
+        """Rows from `start` on in one query (and the uncommitted overlay after them), or None when the
+        generic scan must do it (a wildcard filter, reads only in the overlay, deletes not committed)."""
+        filt = compile_filter(filter)
+        lo = max(start, self.first_seq)
+        plo = self._pend_lo
+        if limit <= 0 or lo >= plo or lo > self.last_seq or not (
+                filt.all or (filt.literal_only and len(filt.literals) == 1)):
+            return None
+        hi = min(self.last_seq, plo - 1)
+        base = self._base
+        if filt.all:
+            out = self._store._rconn.execute(sql + _BATCH_END, (base, base + lo, base + hi, limit)).fetchall()
+        else:
+            if filt.literals[0] not in self.subjects:
+                return []
+            out = self._store._rconn.execute(
+                sql + _BY_SUBJECT + _BATCH_END, (base, base + lo, base + hi, self._sid, filt.literals[0], limit)
+            ).fetchall()
+        gone = self._gone
+        if gone and any(r[0] in gone for r in out):
+            return None
+        if len(out) < limit and hi < self.last_seq:
+            # the committed rows ran out before the batch did: go on in the uncommitted overlay
+            out.extend(itertools.islice(self._scan_pend(plo, self.last_seq, filt, False, True), limit - len(out)))
+        return out
 
     def _row(self, r: tuple[Any, ...], full: bool) -> Any:
         seq = r[0] & SEQ_MASK

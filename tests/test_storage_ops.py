@@ -314,3 +314,29 @@ async def test_many_pending_then_reads(env: tuple[Store, bool]) -> None:
         nxt = m.seq + 1
     assert got == live
     assert st.count(0, "t.3") == sum(1 for s in live if (s - 1) % 5 == 3)
+
+
+async def test_read_batch_matches_load_next(env: tuple[Store, bool]) -> None:
+    # read_batch (a consumer's read-ahead) against load_next, across committed rows, the uncommitted
+    # overlay and deletes in both, for the filters that have a one-query path and one that has not.
+    store, commit = env
+    st = store.create_stream("S", b"{}")
+    for i in range(300):
+        st.append(f"t.{i % 3}", b"h" if i % 4 == 0 else b"", str(i).encode(), ttl=5 * 10**9 if i == 7 else 0)
+        if i == 149:
+            await _settle(env)
+    for s in (1, 2, 100, 151, 152, 299):
+        st.delete(s)
+    if commit:
+        # deletes queued but not yet committed must be hidden too
+        st.delete(50)
+    for flt in (None, "t.1", "t.*", ["t.0", "t.2"], "nope"):
+        for start in (0, 1, 3, 99, 149, 150, 151, 298, 301):
+            for limit in (1, 7, 256):
+                want = []
+                nxt = start
+                while len(want) < limit and (m := st.load_next(nxt, flt)) is not None:
+                    want.append(m)
+                    nxt = m.seq + 1
+                assert st.read_batch(start, flt, limit) == want, (flt, start, limit)
+                assert [tuple(r[:5]) for r in st.read_rows(start, flt, limit)] == [tuple(m[:5]) for m in want]

@@ -122,3 +122,31 @@ def test_overlap_and_subset_consistent(a, b, samples):
             assert subjects_overlap(a, b)
         if naive_match(a, s) and subject_is_subset(a, b):
             assert naive_match(b, s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(patterns(), st.sampled_from([None, "q1"])), max_size=20),
+       st.lists(st.lists(TOKENS, min_size=1, max_size=3).map(".".join), min_size=1, max_size=3),
+       st.lists(subjects, max_size=12), st.data())
+def test_prefix_memo_matches_naive(subs, prefixes, subjs, data):
+    """Registered prefixes (JetStream ack subjects) give the same answers as the trie walk, before and after
+    subscription changes."""
+    sl = Sublist()
+    for p in prefixes:
+        sl.add_prefix(p)
+    objs = [S(p, q) for p, q in subs]
+    for o in objs:
+        sl.insert(o)
+    removed = data.draw(st.sets(st.integers(0, max(0, len(objs) - 1)))) if objs else set()
+    for rnd in range(2):
+        if rnd:
+            for i in removed:
+                sl.remove(objs[i])
+        live = [o for i, o in enumerate(objs) if not (rnd and i in removed)]
+        for subj in subjs + [p + ".x.y" for p in prefixes] + [p + ".z" for p in prefixes]:
+            p, q = sl.match(subj)
+            assert set(p) == {o for o in live if o.queue is None and naive_match(o.subject, subj)}
+            assert {o for g in q for o in g} == {o for o in live if o.queue and naive_match(o.subject, subj)}
+    for p in prefixes:
+        sl.remove_prefix(p)
+    assert not sl._prefix_lens and not sl._prefixes

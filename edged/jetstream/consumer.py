@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.accounts import Deferred
 from edged.headers import make_headers
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
 from edged.protocol import is_valid_literal_subject, is_valid_subject
 from edged.sublist import subject_matches, subjects_overlap
+from storage.base import StoredMsg
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
@@ -30,6 +32,8 @@ DEFAULT_MAX_ACK_PENDING = 1000
 DEFAULT_MAX_WAITING = 512
 EPHEMERAL_INACTIVE = 5 * NS
 FC_BYTES = 256 * 1024
+READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
+FRAMES_FLUSH = 256 * 1024  # bytes of built frames handed to the client connection at once
 
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
@@ -289,14 +293,20 @@ class Consumer:
         self._pace_bytes = 0
         self.paused_until = 0
         self._np: int | None = None  # cached num_pending; None = count again
-        self._buf: deque[Any] = deque()  # read-ahead of the next messages after sseq
+        # read-ahead of the next messages after sseq: store.read_rows tuples (seq, subject, hdr, data, ts...)
+        self._buf: deque[Any] = deque()
+        self._prefetching = False
+        self._last_batch = 256  # how much a pull consumer's read-ahead reads
         self._redeliver_set: set[int] = set()
         self._apply_config()
         if state:
             self._load_state(state)
         else:
             self._initial_position()
-        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack)
+        self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
+        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True)
+        # every ack subject is new: let the router answer them from one memo entry
+        self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
         if self.push and self.hb:
             self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
@@ -328,6 +338,12 @@ class Consumer:
         sf = str(c.get("sample_freq") or "").strip().rstrip("%")
         self.sample = min(100, max(0, int(sf))) / 100 if sf.isdigit() else 0.0
         self.replay_original = c["replay_policy"] == "original"
+        # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery
+        # and the max_deliver advisory a first delivery may already trigger
+        self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
+                          or (self.max_deliver == 1 and self.ack != "none"))
+        self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
+        self._subj_b: dict[str, bytes] = {}
         pu = c.get("pause_until")
         self.paused_until = parse_rfc3339(pu) if pu else 0
 
@@ -378,9 +394,11 @@ class Consumer:
         self._redeliver_set.update(self.pending)
 
     def state_bytes(self) -> bytes:
+        if self._ackq:
+            self._drain_acks()
+        # msgspec writes int keys as JSON strings itself: no str() copy of the pending map per save
         return _enc({"d": [self.dseq, self.sseq], "a": [self.afloor_c, self.afloor_s],
-                     "p": {str(k): v for k, v in self.pending.items()},
-                     "r": {str(k): v for k, v in self.rdc.items()}})
+                     "p": self.pending, "r": self.rdc})
 
     def _save(self) -> None:
         if not self.persist or self.closed:
@@ -399,6 +417,8 @@ class Consumer:
             pass
 
     def update(self, cfg: dict[str, Any]) -> None:
+        if self._ackq:
+            self._drain_acks()
         self.config = cfg
         self._apply_config()
         self._buf.clear()
@@ -417,6 +437,8 @@ class Consumer:
         self.kick()
 
     def on_removed(self, first_seq: int) -> None:
+        if self._ackq:
+            self._drain_acks()
         self._np = None
         self._buf.clear()
         for s in [s for s in self.pending if s < first_seq]:
@@ -428,6 +450,8 @@ class Consumer:
             self.afloor_s = first_seq - 1
 
     def is_acked(self, seq: int) -> bool:
+        if self._ackq:
+            self._drain_acks()
         return seq <= self.sseq and seq not in self.pending
 
     def kick(self) -> None:
@@ -464,15 +488,16 @@ class Consumer:
                         return m, False
             self._lps = None
         buf = self._buf
-        while buf and buf[0].seq <= self.sseq:
+        while buf and buf[0][0] <= self.sseq:
             buf.popleft()
         if not buf:
             if self.sseq >= st.last_seq:
                 return None, False
-            buf.extend(st.read_batch(self.sseq + 1, self.flt, 256))
+            buf.extend(st.read_rows(self.sseq + 1, self.flt, 256))
             if not buf:
                 return None, False
-        return buf.popleft(), False
+        m = buf.popleft()
+        return (m if type(m) is StoredMsg else StoredMsg(*m)), False
 
     def _deliver_loop(self) -> None:
         self._kick_scheduled = False
@@ -490,13 +515,24 @@ class Consumer:
         if self._pace_handle is not None:
             return  # a paced (rate-limited / replay original) delivery is scheduled
         paced = self.push and (self.rate_bps > 0 or self.replay_original)
+        if self._ackq and self.redeliver:
+            self._drain_acks()  # an acked message is not redelivered
         n = 0
         while n < 4096:
-            if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
-                    and not self.redeliver:
-                break
             if not self.push and not self.waiting:
                 break
+            if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
+                    and not self.redeliver:
+                if self._ackq:
+                    self._drain_acks()  # queued acks may make room
+                    continue
+                break
+            if self._fast and self._lps is None and not self.redeliver:
+                k = self._send_new(4096 - n)
+                if not k:
+                    break
+                n += k
+                continue
             m, redelivery = self._next_msg()
             if m is None:
                 break
@@ -529,6 +565,162 @@ class Consumer:
             self._finish_no_wait()
         if n >= 4096:
             self.kick()
+        elif n and not self.push and not self._buf and Deferred.active and not self._prefetching:
+            # a pull client asks again once it has what it got: read its next batch while it does
+            self._prefetching = True
+            Deferred.work.append(self._prefetch)
+
+    def _prefetch(self) -> None:
+        self._prefetching = False
+        st = self.stream.store
+        if self.closed or self._buf or self.sseq >= st.last_seq or self._lps is not None:
+            return
+        self._buf.extend(st.read_rows(self.sseq + 1, self.flt, self._last_batch))
+
+    def _send_new(self, budget: int) -> int:
+        """Deliver up to `budget` never-delivered messages from the read-ahead in one tight loop, the
+        common case of push and pull alike; what `_send` does per message, minus its per-message
+        lookups, branches and router call. Returns how many were sent (0: nothing to send now)."""
+        buf = self._buf
+        sseq = self.sseq
+        while buf and buf[0][0] <= sseq:
+            buf.popleft()
+        st = self.stream.store
+        if not buf:
+            if sseq >= st.last_seq:
+                return 0
+            want = 256
+            if not self.push:
+                # a fetch of 500 is read in one go rather than 256 + 244
+                want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
+            buf.extend(st.read_rows(sseq + 1, self.flt, want))
+            if not buf:
+                return 0
+        limit = min(budget, len(buf))
+        pending = self.pending if self.ack != "none" else None
+        if pending is not None and self.max_ack_pending:
+            limit = min(limit, self.max_ack_pending - len(pending))
+        req: PullRequest | None = None
+        if self.push:
+            dest = self.deliver_subject
+        else:
+            req = self.waiting[0]
+            dest = req.reply
+            limit = min(limit, max(req.batch, 1))
+        if limit <= 0:
+            return 0
+        max_bytes = req.max_bytes if req is not None else 0
+        # one lookup of who gets `dest` for the whole run: the usual case is one client inbox, written
+        # to directly; anything else (queue group, several subscribers, auto-unsubscribe) is routed
+        acc = self.stream.account
+        psubs, qgroups = acc.sublist.match(dest)
+        direct = psubs[0] if len(psubs) == 1 and not qgroups and not psubs[0].max else None
+        deliver = direct.conn.deliver if direct is not None else None
+        # a plain client connection takes whole MSG frames, each built by one format with the ack
+        # subject inside: no reply bytes object, no deliver() call per message
+        frames: list[bytes] | None = None
+        conn: Any = None
+        if direct is not None:
+            conn = direct.conn
+            if getattr(conn, "deliver_frames", None) is not None and conn.perms is None:
+                frames = []
+        route = acc.route
+        ic = self.ic
+        prefix = self._ack_prefix
+        subj_cache = self._subj_b
+        now = time.time_ns()
+        self.num_pending()  # makes sure _np is counted from the current position
+        popleft = buf.popleft
+        sent = fsize = fbytes = 0
+        seq = dseq = 0
+        if frames is not None:
+            # nothing runs between two frames (they are only built): the position stays in locals
+            # and is written back before the frames are handed over
+            sid_b = direct.sid_b  # type: ignore[union-attr]
+            headers = conn.headers
+            append = frames.append
+            dseq = self.dseq
+            np: int = self._np or 0
+            last = st.last_seq
+            while sent < limit:
+                m = popleft()
+                seq = m[0]
+                dseq += 1
+                np = np - 1 if np > 0 else 0
+                if pending is not None:
+                    pending[seq] = [dseq, now]
+                subj = m[1]
+                subj_b = subj_cache.get(subj)
+                if subj_b is None:
+                    if len(subj_cache) >= 4096:
+                        subj_cache.clear()
+                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                hdr = m[2]
+                data = m[3]
+                if hdr and headers:
+                    hl = len(hdr)
+                    f = b"HMSG %s %s %s%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (
+                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, hl, hl + len(data), hdr,
+                        data)
+                    fsize += hl + len(data)
+                else:
+                    f = b"MSG %s %s %s%d.%d.%d.%d %d\r\n%s\r\n" % (
+                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, len(data), data)
+                    fsize += len(data)
+                append(f)
+                fbytes += len(f)
+                sent += 1
+                if max_bytes:
+                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
+                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
+                        break
+                if fbytes >= FRAMES_FLUSH:
+                    self.dseq, self.sseq, self._np = dseq, seq, np
+                    conn.deliver_frames(direct, frames, fsize, fbytes)
+                    frames = []
+                    append = frames.append
+                    fsize = fbytes = 0
+            self.dseq, self.sseq, self._np = dseq, seq, np
+            if frames:
+                conn.deliver_frames(direct, frames, fsize, fbytes)
+        else:
+            while sent < limit:
+                m = popleft()
+                seq = m[0]
+                dseq = self.dseq + 1
+                self.dseq = dseq
+                self.sseq = seq
+                np = self._np - 1 if self._np else 0
+                self._np = np
+                if seq >= st.last_seq:
+                    np = 0
+                if pending is not None:
+                    pending[seq] = [dseq, now]
+                subj = m[1]
+                subj_b = subj_cache.get(subj)
+                if subj_b is None:
+                    if len(subj_cache) >= 4096:
+                        subj_cache.clear()
+                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                hdr = m[2] or None
+                data = m[3]
+                reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)
+                if direct is not None and not direct.closed:
+                    deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
+                else:
+                    route(dest, subj_b, reply_b, hdr, data, ic)
+                sent += 1
+                if max_bytes:
+                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
+                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
+                        break
+        if pending is None:
+            self.afloor_c, self.afloor_s = dseq, seq
+        if req is not None:
+            req.batch -= sent
+            if req.batch <= 0 or (max_bytes and req.sent_bytes >= max_bytes):
+                self._end_request(self.waiting.popleft())
+        return sent
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -689,10 +881,15 @@ class Consumer:
         self._deliver_loop()
 
     def _no_more_for(self, req: PullRequest) -> bool:
+        if self._ackq and (self.redeliver or (self.max_ack_pending and len(self.pending) >= self.max_ack_pending)):
+            self._drain_acks()  # only where queued acks could change the answer
         if self.redeliver:
             return False
         if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending:
             return True
+        buf = self._buf
+        if buf and buf[-1][0] > self.sseq:
+            return False  # the read-ahead has the next one (removals clear it)
         return self.stream.store.load_next(self.sseq + 1, self.flt) is None and self._lps is None
 
     def _finish_no_wait(self) -> None:
@@ -752,6 +949,16 @@ class Consumer:
     # ------------------------------------------------------------------ acks
 
     def _on_ack(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if not payload and not reply and Deferred.active:
+            # a plain ack inside a client read: kept until the read's output is written, so that a
+            # pull request right behind a batch of acks is answered without waiting for them
+            q = self._ackq
+            if not q:
+                Deferred.work.append(self._drain_acks)
+            q.append(subject)
+            return
+        if self._ackq:
+            self._drain_acks()
         toks = subject.split(".")
         if len(toks) < 9:
             return
@@ -760,8 +967,11 @@ class Consumer:
             dseq = int(toks[6])
         except ValueError:
             return
-        body = payload.strip()
-        kind = body[:4]
+        if payload:
+            body = payload.strip()
+            kind = body[:4]
+        else:
+            body = kind = b""  # the usual ack: an empty message
         if not body or kind == b"+ACK":
             self._ack(sseq, dseq)
         elif kind == b"-NAK":
@@ -814,10 +1024,77 @@ class Consumer:
                                              and len(self.pending) + 1 >= self.max_ack_pending):
             self.kick()
 
-    def _ack(self, sseq: int, dseq: int) -> None:
-        if self.ack == "none":
+    def _drain_acks(self) -> None:
+        """Process the queued plain acks, in order; whatever looks at pending state calls this first."""
+        q = self._ackq
+        if not q:
             return
-        if self.ack == "all":
+        self._ackq = []
+        if self.closed:
+            return
+        if self.ack != "explicit" or self.sample:
+            ack = self._ack
+            for subject in q:
+                toks = subject.split(".")
+                if len(toks) < 9:
+                    continue
+                try:
+                    sseq = int(toks[5])
+                    dseq = int(toks[6])
+                except ValueError:
+                    continue
+                ack(sseq, dseq)
+        else:
+            # _ack's explicit path for the lot: the floor depends only on what is left pending, so
+            # moving it once at the end ends where moving it after every ack would
+            pend = self.pending
+            rdc = self.rdc
+            acked = []
+            for subject in q:
+                toks = subject.split(".")
+                if len(toks) < 9:
+                    continue
+                try:
+                    sseq = int(toks[5])
+                    int(toks[6])
+                except ValueError:
+                    continue
+                if pend.pop(sseq, None) is not None:
+                    acked.append(sseq)
+                    if rdc:
+                        rdc.pop(sseq, None)
+            if acked:
+                self._advance_floor()
+                if not self._dirty:
+                    self._save()
+                if self.stream.retention != "limits":
+                    for sseq in acked:
+                        self.stream.ack_msg(sseq)
+        self.last_active = time.time_ns()
+        if self.redeliver or self.waiting or (self.push and self.max_ack_pending
+                                             and len(self.pending) + 1 >= self.max_ack_pending):
+            self.kick()
+
+    def _ack(self, sseq: int, dseq: int) -> None:
+        ack = self.ack
+        if ack == "explicit":
+            # the common case, kept short: one pending entry, no list of acked sequences
+            p = self.pending.pop(sseq, None)
+            if p is None:
+                return
+            rdc = self.rdc
+            deliveries = rdc.pop(sseq, 1) if rdc else 1
+            if self.sample:
+                self._sample_ack(sseq, dseq, p, deliveries)
+            self._advance_floor()
+            if not self._dirty:
+                self._save()
+            if self.stream.retention != "limits":
+                self.stream.ack_msg(sseq)
+            return
+        if ack == "none":
+            return
+        if ack == "all":
             acked = [s for s in self.pending if s <= sseq]
             for s in acked:
                 del self.pending[s]
@@ -828,16 +1105,21 @@ class Consumer:
                 return
             deliveries = self.rdc.pop(sseq, 1)
             acked = [sseq]
-            if self.sample and (self.sample >= 1 or int.from_bytes(os.urandom(2), "big") < self.sample * 65536):
-                self.js.advisory(self.stream.jsa, f"CONSUMER.ACK.{self.stream.name}.{self.name}", {
-                    "type": "io.nats.jetstream.metric.v1.consumer_ack", "stream": self.stream.name,
-                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-                    "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
+            if self.sample:
+                self._sample_ack(sseq, dseq, p, deliveries)
         self._advance_floor()
         self._save()
         if self.stream.retention != "limits":
             for s in acked:
                 self.stream.ack_msg(s)
+
+    def _sample_ack(self, sseq: int, dseq: int, p: list[int], deliveries: int) -> None:
+        """sample_freq: the ack metric advisory for this share of acks."""
+        if self.sample >= 1 or int.from_bytes(os.urandom(2), "big") < self.sample * 65536:
+            self.js.advisory(self.stream.jsa, f"CONSUMER.ACK.{self.stream.name}.{self.name}", {
+                "type": "io.nats.jetstream.metric.v1.consumer_ack", "stream": self.stream.name,
+                "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
 
     def _advance_floor(self) -> None:
         """Move the ack floor up to just below the lowest pending sequence; amortised O(1) per ack."""
@@ -873,6 +1155,8 @@ class Consumer:
     def _check_acks(self) -> None:
         if self.closed:
             return
+        if self._ackq:
+            self._drain_acks()
         if self.pending and self.ack != "none":
             now = time.time_ns()
             due = []
@@ -919,6 +1203,8 @@ class Consumer:
     async def stop(self, deleted: bool = False) -> None:
         if self.closed:
             return
+        if self._ackq:
+            self._drain_acks()
         if not deleted:
             self._flush_state()
         self.closed = True
@@ -932,6 +1218,7 @@ class Consumer:
         self.waiting.clear()
         if self._ack_sub is not None:
             self.ic.unsubscribe(self._ack_sub)
+            self.ic.account.sublist.remove_prefix(f"$JS.ACK.{self.stream.name}.{self.name}")
         if self._fc_sub is not None:
             self.ic.unsubscribe(self._fc_sub)
 
@@ -948,6 +1235,8 @@ class Consumer:
         return self._np
 
     def info(self) -> dict[str, Any]:
+        if self._ackq:
+            self._drain_acks()
         delivered: dict[str, Any] = {"consumer_seq": self.dseq, "stream_seq": self.sseq}
         if self.last_active and self.dseq:
             delivered["last_active"] = rfc3339ns(self.last_active)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.accounts import GLOBAL_ACCOUNT, Account
+from edged.accounts import GLOBAL_ACCOUNT, Account, Deferred
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
@@ -286,9 +286,9 @@ class JetStream:
 
     def _subscribe_api(self, acc: Account) -> None:
         ic = acc.internal
-        self._api_subs.append((acc, ic.subscribe("$JS.API.>", self._on_api)))
+        self._api_subs.append((acc, ic.subscribe("$JS.API.>", self._on_api, passive=True)))
         if self.domain:
-            self._api_subs.append((acc, ic.subscribe(f"$JS.{self.domain}.API.>", self._on_api)))
+            self._api_subs.append((acc, ic.subscribe(f"$JS.{self.domain}.API.>", self._on_api, passive=True)))
 
     def leafnode_connected(self, account_name: str) -> None:
         """Mirrors and sources re-check their links here once they exist."""
@@ -412,6 +412,10 @@ class JetStream:
             if len(parts) < 4:
                 return
             rest = parts[3]
+        if Deferred.work and not rest.startswith("CONSUMER.MSG.NEXT."):
+            # a pull request may go ahead of the acks before it (nats-server's order too); anything
+            # else sees them done
+            Deferred.run()
         tokens = rest.split(".")
         handler = None
         for n in range(min(len(tokens), 4), 0, -1):

@@ -1,0 +1,173 @@
+"""Acks that arrive in one socket read together with other requests (edged processes the plain acks of a
+read after its output is written, unless something needs them first): whatever comes after an ack in the
+same write sees it done. Raw protocol, so that everything really is one write; differential where
+nats-server is deterministic too, edged-only where nats-server processes acks asynchronously."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from typing import Any
+
+from tests.jsutil import run
+from tests.servers import ServerProcess
+
+
+class Raw:
+    """A bare NATS connection: writes go out exactly as given, replies are read by inbox."""
+
+    def __init__(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.r, self.w = r, w
+        self.buf = b""
+        self.msgs: list[tuple[bytes, bytes, bytes, bytes]] = []  # (subject, reply, headers, payload)
+
+    @classmethod
+    async def connect(cls, srv: ServerProcess) -> Raw:
+        r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+        await r.readline()
+        c = cls(r, w)
+        w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _I.* 1\r\n')
+        await c.ping()
+        return c
+
+    async def _fill(self) -> None:
+        d = await asyncio.wait_for(self.r.read(1 << 16), 5)
+        if not d:
+            raise EOFError
+        self.buf += d
+        while True:
+            if not self.buf.startswith((b"MSG ", b"HMSG ")):
+                # PONG, and lines to skip (nats-server's second INFO, PING)
+                end = self.buf.find(b"\r\n")
+                if end < 0:
+                    return
+                if self.buf.startswith(b"PONG"):
+                    self.msgs.append((b"PONG", b"", b"", b""))
+                self.buf = self.buf[end + 2:]
+                continue
+            end = self.buf.find(b"\r\n")
+            if end < 0:
+                return
+            args = self.buf[:end].split()
+            hmsg = args[0] == b"HMSG"
+            total = int(args[-1])
+            hlen = int(args[-2]) if hmsg else 0
+            reply = args[3] if len(args) == (6 if hmsg else 5) else b""
+            start = end + 2
+            if len(self.buf) < start + total + 2:
+                return
+            body = self.buf[start:start + total]
+            m = args
+            self.msgs.append((m[1], reply, body[:hlen], body[hlen:]))
+            self.buf = self.buf[start + total + 2:]
+
+    async def ping(self) -> None:
+        self.w.write(b"PING\r\n")
+        while not any(m[0] == b"PONG" for m in self.msgs):
+            await self._fill()
+        self.msgs = [m for m in self.msgs if m[0] != b"PONG"]
+
+    async def take(self, subject: bytes, n: int) -> list[tuple[bytes, bytes, bytes, bytes]]:
+        """The first n messages delivered to inbox `subject`; b"" for the messages a consumer delivers
+        (under their own subject, with an ack reply)."""
+        def ours(m: tuple[bytes, bytes, bytes, bytes]) -> bool:
+            return m[1].startswith(b"$JS.ACK.") if not subject else m[0] == subject
+        while sum(1 for m in self.msgs if ours(m)) < n:
+            await self._fill()
+        got = [m for m in self.msgs if ours(m)][:n]
+        for m in got:
+            self.msgs.remove(m)
+        return got
+
+    async def request(self, subject: str, body: Any, inbox: bytes) -> Any:
+        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+        self.w.write(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), inbox, len(data), data))
+        return json.loads((await self.take(inbox, 1))[0][3])
+
+
+def _pub(subject: bytes, reply: bytes = b"", data: bytes = b"") -> bytes:
+    if reply:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
+    return b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
+
+
+async def _setup(c: Raw, cfg: dict[str, Any], n: int, stream: dict[str, Any] | None = None) -> None:
+    """Stream S on subject s, durable P, then n messages m0.. (an interest stream keeps them for P)."""
+    r = await c.request("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s"], **(stream or {})}, b"_I.c")
+    assert "error" not in r, r
+    r = await c.request("$JS.API.CONSUMER.DURABLE.CREATE.S.P", {"stream_name": "S", "config": cfg}, b"_I.c")
+    assert "error" not in r, r
+    for i in range(n):
+        r = await c.request("s", f"m{i}".encode(), b"_I.p")
+        assert "error" not in r, r
+
+
+def test_acks_then_pull_in_one_write_with_max_ack_pending(js_server: ServerProcess) -> None:
+    # the acks make the room the request behind them needs: both servers answer it with messages
+    async def body() -> list[Any]:
+        c = await Raw.connect(js_server)
+        await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 2}, 6)
+        nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
+        c.w.write(_pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
+        first = await c.take(b"", 2)
+        c.w.write(b"".join(_pub(m[1]) for m in first) + _pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
+        second = await c.take(b"", 2)
+        c.w.write(b"".join(_pub(m[1]) for m in second))
+        await c.ping()
+        for _ in range(40):  # nats-server handles acks apart from requests: give it a moment if needed
+            info = await c.request("$JS.API.CONSUMER.INFO.S.P", b"", b"_I.i")
+            if info["num_ack_pending"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        c.w.close()
+        return [[m[3] for m in first + second], info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
+
+    assert run(body()) == [[b"m0", b"m1", b"m2", b"m3"], 0, 4]
+
+
+def test_acks_then_info_and_no_wait_in_one_write() -> None:
+    # edged: an API request behind acks in the same write sees them done; a no_wait pull request that
+    # needs their room does not answer 404/409
+    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
+    try:
+        async def body() -> list[Any]:
+            c = await Raw.connect(srv)
+            await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
+            nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
+            c.w.write(_pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+            got = await c.take(b"", 3)
+            c.w.write(_pub(got[0][1]) + _pub(got[2][1]) + _pub(b"$JS.API.CONSUMER.INFO.S.P", b"_I.i"))
+            info = json.loads((await c.take(b"_I.i", 1))[0][3])
+            out: list[Any] = [info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
+            c.w.write(_pub(got[1][1]) + _pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+            more = await c.take(b"", 3)
+            out.append([m[3] for m in more])
+            c.w.close()
+            return out
+
+        assert run(body()) == [1, 1, [b"m3", b"m4", b"m5"]]
+    finally:
+        srv.stop()
+
+
+def test_acks_then_publish_to_interest_stream_in_one_write() -> None:
+    # edged: acks remove the messages of an interest stream at once, so a publish behind them in the same
+    # write finds room under max_msgs/discard new
+    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
+    try:
+        async def body() -> list[Any]:
+            c = await Raw.connect(srv)
+            await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,
+                         {"retention": "interest", "max_msgs": 2, "discard": "new"})
+            c.w.write(_pub(b"$JS.API.CONSUMER.MSG.NEXT.S.P", b"_I.f", b'{"batch":2,"expires":1000000000}'))
+            got = await c.take(b"", 2)
+            c.w.write(_pub(got[0][1]) + _pub(got[1][1]) + _pub(b"s", b"_I.p", b"m2"))
+            ack = json.loads((await c.take(b"_I.p", 1))[0][3])
+            info = await c.request("$JS.API.STREAM.INFO.S", b"", b"_I.i")
+            c.w.close()
+            return [ack.get("seq"), info["state"]["messages"]]
+
+        assert run(body()) == [3, 1]
+    finally:
+        srv.stop()
