@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from edged.log import log
 from edged.options import AccountConfig
 from edged.sublist import Sublist
 
@@ -67,10 +68,14 @@ class Deferred:
 
     @classmethod
     def run(cls) -> None:
+        """Run all queued work; one failing item is logged and does not drop the others."""
         while cls.work:
             work, cls.work = cls.work, []
             for fn in work:
-                fn()
+                try:
+                    fn()
+                except Exception:
+                    log.exception("deferred work failed")
 
 
 class InternalClient:
