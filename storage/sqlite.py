@@ -556,6 +556,7 @@ class SQLiteStream(Stream):
         }
         self._pend = {}
         self._gone = set()
+        self._front.clear()  # read ahead before a failed commit: may name rows that are back
         self._pend_lo = self.last_seq + 1
 
 

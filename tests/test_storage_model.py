@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sqlite3
 import tempfile
 
 from hypothesis import HealthCheck, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as stg
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from storage import MemoryStore, SQLiteStore, Stream, subject_matches
+from storage.base import StoreError
 
 SUBJECTS = ["a", "b", "a.x", "a.y", "b.x.z"]
 FILTERS = ["a", "b", ">", "a.*", "*.x", "a.>", "*.x.>", "zz"]
@@ -60,17 +62,25 @@ class Model:
 
 
 class StoreMachine(RuleBasedStateMachine):
+    def _sqlite(self, sync: float | str) -> SQLiteStore:
+        return SQLiteStore(self.dir, sync)
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.dir = tempfile.mkdtemp(prefix="edged-model-")
-        self.sql = SQLiteStore(self.dir, "always")
+        self.sql = self._sqlite("always")
         self.mem = MemoryStore()
         self.loop.run_until_complete(self.sql.open())
         self.s1: Stream = self.sql.create_stream("S", b"{}")
         self.s2: Stream = self.mem.create_stream("S", b"{}")
+        self.loop.run_until_complete(self.sql.flush())  # the stream exists whatever fails later
         self.model = Model()
+        self.committed = self._snap()
         self.ts = 1000
+
+    def _snap(self) -> tuple[dict[int, tuple[str, bytes, int, bytes]], int]:
+        return dict(self.model.msgs), self.model.last
 
     def teardown(self) -> None:
         self.loop.run_until_complete(self.sql.close())
@@ -155,16 +165,48 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def commit(self) -> None:
         self.loop.run_until_complete(self.sql.flush())
+        self.committed = self._snap()
+
+    @rule()
+    def fail_commit(self) -> None:
+        """The next commit fails: the SQLite store falls back to what was committed; the memory store
+        and the model are rebuilt to the same state."""
+        sql = self.sql
+
+        def boom(b: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+
+        sql._write = boom  # type: ignore[method-assign]
+        try:
+            self.loop.run_until_complete(sql.flush())
+        except StoreError:
+            pass
+        finally:
+            del sql._write
+        st = sql.get_stream("S")
+        assert st is not None
+        self.s1 = st
+        msgs, last = self.committed
+        self.model.msgs, self.model.last = dict(msgs), last
+        self.mem = MemoryStore()
+        self.s2 = self.mem.create_stream("S", b"{}")
+        for seq in range(1, last + 1):
+            subject, raw, ts, h = msgs.get(seq, ("zz", b"", 0, b""))
+            self.s2.append(subject, h, raw[len(h):], ts=ts or 1)
+        for seq in range(1, last + 1):
+            if seq not in msgs:
+                self.s2.delete(seq)
 
     @precondition(lambda self: True)
     @rule()
     def restart(self) -> None:
         self.loop.run_until_complete(self.sql.close())
-        self.sql = SQLiteStore(self.dir, 0.5)
+        self.sql = self._sqlite(0.5)
         self.loop.run_until_complete(self.sql.open())
         st = self.sql.get_stream("S")
         assert st is not None
         self.s1 = st
+        self.committed = self._snap()
 
     @invariant()
     def agrees(self) -> None:
@@ -195,6 +237,16 @@ class StoreMachine(RuleBasedStateMachine):
                 assert (last.seq if last else None) == (want[-1] if want else None)
                 mid = m.first + 2
                 assert st.count(mid, f) == len([x for x in want if x >= mid])
+            for f2 in (None, "a", "b.x.z", "a.*", "zz"):
+                want = m.matching(f2)
+                for start in (0, m.first + 1, m.last - 2, m.last):
+                    exp = [x for x in want if x >= start]
+                    for lim in (1, 3, 256):
+                        rows = st.read_rows(start, f2, lim)
+                        assert [r[0] for r in rows] == exp[:lim]
+                        for r in rows:
+                            assert (r[1], r[2] + r[3], r[4]) == m.msgs[r[0]][:3]
+                        assert [x.seq for x in st.read_batch(start, f2, lim)] == exp[:lim]
             two = st.load_next(0, ["a", "b.x.z"])
             want2 = m.matching(["a", "b.x.z"])
             assert (two.seq if two else None) == (want2[0] if want2 else None)
@@ -205,3 +257,4 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestStoreModel = StoreMachine.TestCase
+
