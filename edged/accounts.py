@@ -186,7 +186,6 @@ class Account:
         psubs, qgroups = self.sublist.match(subject)
         if not psubs and not qgroups:
             return False
-        # the body of _route_matched, inline: this is the per-message hot path
         delivered = False
         echo = origin.echo
         for sub in psubs:
@@ -225,37 +224,13 @@ class Account:
             for sub in subs:
                 sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
             return
-        it = iter(payloads)
-        _route_matched(psubs, qgroups, subject_b, reply_b, None, next(it), origin)
+        # message by message: each `route` matches again (a cache hit), so the match above is not counted
+        sl.count_repeats(-1)
         route = self.route
-        for payload in it:
+        for payload in payloads:
             if origin.closed:
                 return
             route(subject, subject_b, reply_b, None, payload, origin)
-
-
-def _route_matched(psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes, hdr: bytes | None,
-                   payload: bytes, origin: Any) -> bool:
-    """`Account.route` after the match (the first message of a run that goes message by message)."""
-    delivered = False
-    echo = origin.echo
-    for sub in psubs:
-        conn = sub.conn
-        if conn is origin and not echo:
-            continue
-        conn.deliver(sub, subject_b, reply_b, hdr, payload)
-        delivered = True
-        if sub.max and sub.delivered >= sub.max:
-            conn.auto_unsubscribe(sub)
-    for group in qgroups:
-        sub = pick_queue_member(group, origin, echo)
-        if sub is not None:
-            conn = sub.conn
-            conn.deliver(sub, subject_b, reply_b, hdr, payload)
-            delivered = True
-            if sub.max and sub.delivered >= sub.max:
-                conn.auto_unsubscribe(sub)
-    return delivered
 
 
 def run_receivers(psubs: tuple, origin: Any, skip_origin: bool, n: int, run_bytes: int) -> list[Subscription] | None:

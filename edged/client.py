@@ -19,7 +19,7 @@ from edged.log import TRACE, log
 if TYPE_CHECKING:
     from edged.server import Server
 
-CRLF = b"\r\n"
+CRLF = P.CRLF
 
 
 def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
@@ -374,12 +374,8 @@ class ClientConnection(asyncio.Protocol):
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         if self.closed:
             return
-        perms = self.perms
-        if perms is not None:
-            if perms.deny_delivery(subject.decode("utf-8", "surrogateescape")):
-                return
-            if reply:
-                perms.note_reply(reply.decode("utf-8", "surrogateescape"))
+        if self.perms is not None and not self._may_deliver(subject, reply):
+            return
         sub.delivered += 1
         size = len(payload)
         if hdr is not None and self.headers:
@@ -407,6 +403,16 @@ class ClientConnection(asyncio.Protocol):
             # flush() judge by what the kernel could not take
             self.flush()
 
+    def _may_deliver(self, subject: bytes, reply: bytes) -> bool:
+        """Subscribe permissions (deny_delivery) for a message to this client; a reply subject it may then
+        publish to is noted (allow_responses)."""
+        perms = self.perms
+        if perms.deny_delivery(subject.decode("utf-8", "surrogateescape")):
+            return False
+        if reply:
+            perms.note_reply(reply.decode("utf-8", "surrogateescape"))
+        return True
+
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """True when n more messages cannot push pending past max_pending (no flush, no slow-consumer close
         in the middle of a run). 24 bytes cover a MSG line's words, spaces, size and CRLFs."""
@@ -417,40 +423,13 @@ class ClientConnection(asyncio.Protocol):
         is built once per payload size and equal-sized messages are written with one join."""
         if self.closed:
             return
-        perms = self.perms
-        if perms is not None:
-            if perms.deny_delivery(subject.decode("utf-8", "surrogateescape")):
-                return
-            if reply:
-                perms.note_reply(reply.decode("utf-8", "surrogateescape"))
+        if self.perms is not None and not self._may_deliver(subject, reply):
+            return
         n = len(payloads)
         sub.delivered += n
-        sid = sub.sid_b
-        out = self.out
-        size = len(payloads[0])
-        total = sum(map(len, payloads))
-        if total == size * n and max(map(len, payloads)) == size:
-            if reply:
-                head = b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
-            else:
-                head = b"MSG %s %s %d\r\n" % (subject, sid, size)
-            out += (head, (CRLF + head).join(payloads), CRLF)
-            self.pending += total + n * (len(head) + 2)
-        else:
-            last = -1
-            head = b""
-            extra = 0
-            for payload in payloads:
-                size = len(payload)
-                if size != last:
-                    last = size
-                    if reply:
-                        head = b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
-                    else:
-                        head = b"MSG %s %s %d\r\n" % (subject, sid, size)
-                out += (head, payload, CRLF)
-                extra += len(head) + 2
-            self.pending += total + extra
+        prefix = b"MSG %s %s %s " % (subject, sub.sid_b, reply) if reply else b"MSG %s %s " % (subject, sub.sid_b)
+        total, added = P.frame_run(self.out, payloads, prefix)
+        self.pending += added
         self.out_msgs += n
         self.out_bytes += total
         if not self.flush_queued:

@@ -28,13 +28,12 @@ from edged import SERVER_VERSION
 from edged.accounts import Account, Subscription, run_receivers
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
-from edged.protocol import Framer
+from edged.protocol import CRLF, Framer, frame_run, more_of_run
 from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
     from edged.server import Server
 
-CRLF = b"\r\n"
 DEFAULT_LEAF_PORT = 7422
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
@@ -181,16 +180,8 @@ class LeafParser(Framer):
                     # startswith checks this payload's CRLF and the next line together
                     nxt = ent[3] if ent is not None else b"\r\n" + buf[pos:start]
                     if find_at(nxt, stop):
-                        skip = len(nxt)
-                        while find_at(nxt, stop):
-                            a = stop + skip
-                            e = a + size
-                            if e + 2 > n:
-                                break
-                            payloads.append(buf[a:e])
-                            stop = e
-                        if buf[stop] != 13 or buf[stop + 1] != 10:
-                            payloads.pop()  # (never the first: its CRLF was checked above)
+                        stop = more_of_run(buf, stop, nxt, size, payloads)
+                        if stop < 0:
                             return self._fail(events, "Unknown Protocol Operation")
                 elif hsize < 0:
                     append((OP_LMSG, subject, reply, queues, None, buf[start:stop]))
@@ -924,23 +915,6 @@ class LeafConnection(asyncio.Protocol):
                     continue
                 _deliver_one(group, self, subject_b, reply_b, hdr, payload)
 
-    def _deliver_local(self, psubs: tuple, qgroups: tuple, subject_b: bytes, reply_b: bytes,
-                       queues: tuple[bytes, ...], hdr: bytes | None, payload: bytes) -> None:
-        """The delivery half of `_on_msg` (kept inline there: it is the per-message hot path)."""
-        for sub in psubs:
-            conn = sub.conn
-            if conn is self or sub.closed:
-                continue
-            conn.deliver(sub, subject_b, reply_b, hdr, payload)
-            if sub.max and sub.delivered >= sub.max:
-                conn.auto_unsubscribe(sub)
-        if queues and qgroups:
-            for group in qgroups:
-                q = group[0].queue
-                if q is None or q.encode("utf-8", "surrogateescape") not in queues:
-                    continue
-                _deliver_one(group, self, subject_b, reply_b, hdr, payload)
-
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked and matched once, handed to each local
         receiver whole when that is what per-message delivery would do (`run_receivers`)."""
@@ -953,31 +927,29 @@ class LeafConnection(asyncio.Protocol):
             return
         n = len(payloads)
         nbytes = sum(map(len, payloads))
-        self.in_msgs += n
-        self.in_bytes += nbytes
         subject = subject_b.decode("utf-8", "surrogateescape")
         di = self._deny_imp
-        if di is not None and not di.allows(subject):
-            return
-        sl = self.account.sublist
-        psubs, qgroups = sl.match(subject)
-        if not psubs:  # queue groups only take messages that list them
-            sl.count_repeats(n - 1)
-            return
-        subs = run_receivers(psubs, self, True, n, nbytes + n * (len(subject_b) + len(reply_b)))
-        if subs is not None:
-            sl.count_repeats(n - 1)
-            for sub in subs:
-                sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
-            return
-        self._deliver_local(psubs, qgroups, subject_b, reply_b, (), None, payloads[0])
-        match = sl.match
-        deliver = self._deliver_local
-        for i in range(1, n):
-            if self.closed:
+        subs: list[Subscription] | None = []
+        if di is None or di.allows(subject):
+            sl = self.account.sublist
+            psubs, _ = sl.match(subject)  # queue groups only take messages that list them: none here
+            if psubs:
+                subs = run_receivers(psubs, self, True, n, nbytes + n * (len(subject_b) + len(reply_b)))
+            if subs is None:
+                # message by message, as _on_msg does it; its match is a cache hit, so the one above
+                # is not counted
+                sl.count_repeats(-1)
+                on_msg = self._on_msg
+                for payload in payloads:
+                    if self.closed:
+                        return
+                    on_msg(subject_b, reply_b, (), None, payload)
                 return
-            psubs, qgroups = match(subject)
-            deliver(psubs, qgroups, subject_b, reply_b, (), None, payloads[i])
+            sl.count_repeats(n - 1)
+        self.in_msgs += n
+        self.in_bytes += nbytes
+        for sub in subs:
+            sub.conn.deliver_run(sub, subject_b, reply_b, payloads)
 
     def _local_interest(self, subject: str) -> bool:
         psubs, qgroups = self.account.sublist.match(subject)
@@ -1061,26 +1033,9 @@ class LeafConnection(asyncio.Protocol):
             return
         n = len(payloads)
         sub.delivered += n
-        out = self.out
-        size = len(payloads[0])
-        total = sum(map(len, payloads))
-        if total == size * n and max(map(len, payloads)) == size:
-            head = b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply else b"LMSG %s %d\r\n" % (subject, size)
-            out += (head, (CRLF + head).join(payloads), CRLF)
-            self.pending += total + n * (len(head) + 2)
-        else:
-            last = -1
-            head = b""
-            extra = 0
-            for payload in payloads:
-                size = len(payload)
-                if size != last:
-                    last = size
-                    head = (b"LMSG %s %s %d\r\n" % (subject, reply, size) if reply
-                            else b"LMSG %s %d\r\n" % (subject, size))
-                out += (head, payload, CRLF)
-                extra += len(head) + 2
-            self.pending += total + extra
+        prefix = b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject
+        total, added = frame_run(self.out, payloads, prefix)
+        self.pending += added
         self.out_msgs += n
         self.out_bytes += total
         if not self.flush_queued:

@@ -65,6 +65,54 @@ def _size(b: bytes) -> int:
     return int(b)
 
 
+CRLF = b"\r\n"
+
+
+def more_of_run(buf: bytes, stop: int, nxt: bytes, size: int, payloads: list[bytes]) -> int:
+    """The messages right behind one that end its run: each repeats its control line (`nxt` is CRLF +
+    that line), so one startswith checks the previous payload's CRLF and the next line together. Appends
+    their payloads and returns where the last one ends, or -1 when a payload is not followed by CRLF
+    (a protocol error; the bad payload is not kept). The caller has seen `nxt` at `stop`."""
+    skip = len(nxt)
+    n = len(buf)
+    find_at = buf.startswith
+    while find_at(nxt, stop):
+        a = stop + skip
+        e = a + size
+        if e + 2 > n:
+            break
+        payloads.append(buf[a:e])
+        stop = e
+    if buf[stop] != 13 or buf[stop + 1] != 10:
+        payloads.pop()  # (never a run's first payload: its CRLF was checked before)
+        return -1
+    return stop
+
+
+def frame_run(out: list[bytes], payloads: list[bytes], prefix: bytes) -> tuple[int, int]:
+    """Append the frames of header-less messages that share a control line up to the size (`prefix`:
+    `MSG <subject> <sid> [reply] ` or `LMSG <subject> [reply] `): the line is built once per payload
+    size, equal-sized payloads are joined at once. Returns (payload bytes, bytes appended)."""
+    n = len(payloads)
+    size = len(payloads[0])
+    total = sum(map(len, payloads))
+    if total == size * n and max(map(len, payloads)) == size:
+        head = prefix + b"%d\r\n" % size
+        out += (head, (CRLF + head).join(payloads), CRLF)
+        return total, total + n * (len(head) + 2)
+    last = -1
+    head = b""
+    extra = 0
+    for payload in payloads:
+        size = len(payload)
+        if size != last:
+            last = size
+            head = prefix + b"%d\r\n" % size
+        out += (head, payload, CRLF)
+        extra += len(head) + 2
+    return total, total + extra
+
+
 class Framer:
     """The buffering shared by the line-oriented NATS parsers (client and leafnode): a partial line is
     kept, and while a large payload is arriving its chunks are kept in a list until enough bytes are
@@ -164,16 +212,8 @@ class ClientParser(Framer):
                 # startswith checks this payload's CRLF and the next line together
                 nxt = ent[5]
                 if find_at(nxt, stop):
-                    skip = len(nxt)
-                    while find_at(nxt, stop):
-                        a = stop + skip
-                        e = a + size
-                        if e + 2 > n:
-                            break
-                        payloads.append(buf[a:e])
-                        stop = e
-                    if buf[stop] != 13 or buf[stop + 1] != 10:
-                        payloads.pop()  # (never the first: its CRLF was checked above)
+                    stop = more_of_run(buf, stop, nxt, size, payloads)
+                    if stop < 0:
                         return self._fail(events, ERR_UNKNOWN_OP)
                 pos = stop + 2
                 continue

@@ -124,21 +124,23 @@ def _check_stream_limits(jsa: JSAccount, cfg: dict[str, Any], name: str, creatin
     if cfg["max_consumers"] > 0 and lim.max_consumers > 0 and cfg["max_consumers"] > lim.max_consumers:
         raise api_error("JSMaximumConsumersLimitErr")
     memory = cfg["storage"] == "memory"
+    i = 0 if memory else 1
     new_max = cfg["max_bytes"]
+    others = jsa.reserved(skip=name)[i]  # the account's other streams
     if creating:
         add = new_max if new_max >= 0 else 1
-        reserved = jsa.reserved(skip=name)[0 if memory else 1]
+        reserved = others
     else:
         add = max(max(new_max, 0) - max(old_max_bytes, 0), 0)
-        reserved = jsa.reserved(skip=name)[0 if memory else 1] + max(new_max - add, 0)
+        reserved = others + max(new_max - add, 0)
     acc_max = lim.max_memory if memory else lim.max_file
     err = "JSMemoryResourcesExceededErr" if memory else "JSStorageResourcesExceededErr"
     if acc_max >= 0 and (reserved > acc_max or add > acc_max - reserved):
         raise api_error(err)
     srv_max = jsa.js.max_memory if memory else jsa.js.max_file
     if srv_max >= 0:
-        srv_reserved = jsa.js.total_reserved()[0 if memory else 1] - (
-            jsa.reserved()[0 if memory else 1] - jsa.reserved(skip=name)[0 if memory else 1])
+        # every stream of the server but this one
+        srv_reserved = jsa.js.total_reserved()[i] - (jsa.reserved()[i] - others)
         if srv_reserved > srv_max or add > srv_max - srv_reserved:
             raise api_error(err)
 

@@ -240,6 +240,17 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise api_error("JSConsumerCreateErrF", err="can not update consumer durable name")
 
 
+class SubjectBytes(dict[str, bytes]):
+    """Stream subjects as the bytes a frame needs, encoded once: a hit is a plain dict lookup, a miss
+    encodes (bounded: cleared at 4096 subjects)."""
+
+    def __missing__(self, subject: str) -> bytes:
+        if len(self) >= 4096:
+            self.clear()
+        b = self[subject] = subject.encode("utf-8", "surrogateescape")
+        return b
+
+
 class PullRequest:
     __slots__ = ("reply", "batch", "max_bytes", "expires", "no_wait", "heartbeat", "sent_bytes", "hb_handle",
                  "received")
@@ -343,7 +354,7 @@ class Consumer:
         self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
                           or (self.max_deliver == 1 and self.ack != "none"))
         self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
-        self._subj_b: dict[str, bytes] = {}
+        self._subj_b = SubjectBytes()
         pu = c.get("pause_until")
         self.paused_until = parse_rfc3339(pu) if pu else 0
 
@@ -649,12 +660,7 @@ class Consumer:
                 np = np - 1 if np > 0 else 0
                 if pending is not None:
                     pending[seq] = [dseq, now]
-                subj = m[1]
-                subj_b = subj_cache.get(subj)
-                if subj_b is None:
-                    if len(subj_cache) >= 4096:
-                        subj_cache.clear()
-                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                subj_b = subj_cache[m[1]]
                 hdr = m[2]
                 data = m[3]
                 if hdr and headers:
@@ -696,12 +702,7 @@ class Consumer:
                     np = 0
                 if pending is not None:
                     pending[seq] = [dseq, now]
-                subj = m[1]
-                subj_b = subj_cache.get(subj)
-                if subj_b is None:
-                    if len(subj_cache) >= 4096:
-                        subj_cache.clear()
-                    subj_b = subj_cache[subj] = subj.encode("utf-8", "surrogateescape")
+                subj_b = subj_cache[m[1]]
                 hdr = m[2] or None
                 data = m[3]
                 reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)

@@ -18,7 +18,7 @@ import inspect
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -297,12 +297,7 @@ class JetStream:
         return self.mem_store if storage == "memory" else self.file_store
 
     def total_reserved(self) -> tuple[int, int]:
-        mem = file = 0
-        for jsa in self.accounts.values():
-            m, f = jsa.reserved()
-            mem += m
-            file += f
-        return mem, file
+        return _sum_pairs(jsa.reserved() for jsa in self.accounts.values())
 
     def server_usage(self, memory: bool, adding: int) -> int:
         """The server's memory or file usage before a message of `adding` bytes, for the server-wide limit
@@ -324,12 +319,7 @@ class JetStream:
         return used
 
     def total_usage(self) -> tuple[int, int]:
-        mem = file = 0
-        for jsa in self.accounts.values():
-            m, f = jsa.usage()
-            mem += m
-            file += f
-        return mem, file
+        return _sum_pairs(jsa.usage() for jsa in self.accounts.values())
 
     # ------------------------------------------------------------------ disk full
 
@@ -745,3 +735,11 @@ class JetStream:
                     return False, f"JetStream consumer '{consumer}' could not be found"
         return True, ""
 
+
+def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """(memory, file) totals over accounts."""
+    mem = file = 0
+    for m, f in pairs:
+        mem += m
+        file += f
+    return mem, file
