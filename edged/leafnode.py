@@ -915,15 +915,19 @@ class LeafConnection(asyncio.Protocol):
                     continue
                 _deliver_one(group, self, subject_b, reply_b, hdr, payload)
 
+    def _each(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
+        """A run of LMSGs message by message, stopping if the link closes on the way."""
+        on_msg = self._on_msg
+        for payload in payloads:
+            if self.closed:
+                return
+            on_msg(subject_b, reply_b, (), None, payload)
+
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked and matched once, handed to each local
         receiver whole when that is what per-message delivery would do (`run_receivers`)."""
         if reply_b.startswith(b"$JS.ACK.") or subject_b.startswith(self._in_special):
-            on_msg = self._on_msg
-            for payload in payloads:
-                if self.closed:
-                    return
-                on_msg(subject_b, reply_b, (), None, payload)
+            self._each(subject_b, reply_b, payloads)
             return
         n = len(payloads)
         nbytes = sum(map(len, payloads))
@@ -939,11 +943,7 @@ class LeafConnection(asyncio.Protocol):
                 # message by message, as _on_msg does it; its match is a cache hit, so the one above
                 # is not counted
                 sl.count_repeats(-1)
-                on_msg = self._on_msg
-                for payload in payloads:
-                    if self.closed:
-                        return
-                    on_msg(subject_b, reply_b, (), None, payload)
+                self._each(subject_b, reply_b, payloads)
                 return
             sl.count_repeats(n - 1)
         self.in_msgs += n

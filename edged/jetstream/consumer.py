@@ -240,6 +240,17 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise api_error("JSConsumerCreateErrF", err="can not update consumer durable name")
 
 
+def _ack_seqs(toks: list[str]) -> tuple[int, int] | None:
+    """(stream seq, consumer seq) from the tokens of `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>
+    .<ts>.<pending>`; None for a subject of another shape (ignored, as nats-server does)."""
+    if len(toks) < 9:
+        return None
+    try:
+        return int(toks[5]), int(toks[6])
+    except ValueError:
+        return None
+
+
 class SubjectBytes(dict[str, bytes]):
     """Stream subjects as the bytes a frame needs, encoded once: a hit is a plain dict lookup, a miss
     encodes (bounded: cleared at 4096 subjects)."""
@@ -961,13 +972,10 @@ class Consumer:
         if self._ackq:
             self._drain_acks()
         toks = subject.split(".")
-        if len(toks) < 9:
+        seqs = _ack_seqs(toks)
+        if seqs is None:
             return
-        try:
-            sseq = int(toks[5])
-            dseq = int(toks[6])
-        except ValueError:
-            return
+        sseq, dseq = seqs
         if payload:
             body = payload.strip()
             kind = body[:4]
@@ -1036,15 +1044,9 @@ class Consumer:
         if self.ack != "explicit" or self.sample:
             ack = self._ack
             for subject in q:
-                toks = subject.split(".")
-                if len(toks) < 9:
-                    continue
-                try:
-                    sseq = int(toks[5])
-                    dseq = int(toks[6])
-                except ValueError:
-                    continue
-                ack(sseq, dseq)
+                seqs = _ack_seqs(subject.split("."))
+                if seqs is not None:
+                    ack(*seqs)
         else:
             # _ack's explicit path for the lot: the floor depends only on what is left pending, so
             # moving it once at the end ends where moving it after every ack would
@@ -1052,14 +1054,10 @@ class Consumer:
             rdc = self.rdc
             acked = []
             for subject in q:
-                toks = subject.split(".")
-                if len(toks) < 9:
+                seqs = _ack_seqs(subject.split("."))
+                if seqs is None:
                     continue
-                try:
-                    sseq = int(toks[5])
-                    int(toks[6])
-                except ValueError:
-                    continue
+                sseq = seqs[0]
                 if pend.pop(sseq, None) is not None:
                     acked.append(sseq)
                     if rdc:
