@@ -29,12 +29,14 @@ failed sequence ever appears in state (those sequences were never acknowledged a
   interval. A resolved future survives a crash or `kill -9` of edged; on power loss the commits of
   the last interval may be lost, but the database is never corrupted (SQLite's WAL guarantee).
 
-WAL growth is bounded by a PASSIVE checkpoint on the writer thread every `wal_autocheckpoint`
-(1000) pages written (estimated from the batches: SQLite's own autocheckpoint is off, because it
-runs inside the committing call, and a small batch commits on the loop thread, where the checkpoint's
-fdatasyncs would stall every connection), a PASSIVE checkpoint when the writer goes idle after a
-burst, and `journal_size_limit`, which truncates the -wal file after a checkpoint. Deletes use `secure_delete=FAST`, so freed cells are
-zeroed in the pages they live on; `erase=True` is therefore the same as a plain delete here (old
+WAL growth is bounded by a PASSIVE checkpoint on the writer thread, on a connection of its own,
+every `wal_autocheckpoint` (1000) pages written (estimated from the batches). SQLite's own
+autocheckpoint is off: it runs inside the committing call, and a small batch commits on the loop
+thread, where the checkpoint's fdatasyncs would stall every connection. Small commits go on beside
+a checkpoint; every third one holds them back until it is done, because SQLite only starts the
+-wal file over when a write begins with every frame copied back. Also a PASSIVE checkpoint when
+the writer goes idle after a burst, and `journal_size_limit`, which truncates the -wal file after a
+checkpoint. Deletes use `secure_delete=FAST`, so freed cells are zeroed in the pages they live on; `erase=True` is therefore the same as a plain delete here (old
 page images can linger in the WAL until the next checkpoint overwrites them).
 """
 
@@ -48,7 +50,7 @@ import os
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -449,7 +451,8 @@ class SQLiteStream(Stream):
         b = self._store._batch()
         b.deletes.append((self._base + seq,))
         b.touched[self._sid] = self
-        b.meta_needed.add(self._sid)
+        if seq >= self.last_seq:
+            b.meta_needed.add(self._sid)  # the rows no longer tell the last sequence (see _load_state)
         self._pend.pop(seq, None)
         # Always hide it: a pending row may be committed (and leave the overlay) before this delete is.
         self._gone.add(seq)
@@ -462,7 +465,8 @@ class SQLiteStream(Stream):
         b = self._store._batch()
         b.ranges.append((self._base + lo, self._base + hi))
         b.touched[self._sid] = self
-        b.meta_needed.add(self._sid)
+        if hi >= self.last_seq:
+            b.meta_needed.add(self._sid)
         pend = self._pend
         if pend:
             if hi - lo + 1 > len(pend):
@@ -473,9 +477,14 @@ class SQLiteStream(Stream):
                     pend.pop(k, None)
 
     def _persist_meta(self) -> None:
-        b = self._store._batch()
-        b.touched[self._sid] = self
-        b.meta_needed.add(self._sid)
+        # _load_state derives first_seq from the first live row and last_seq from the last one; the
+        # stream row is only needed when that derivation would be wrong: an empty stream (its first and
+        # last sequences are the row's), or a removed last message (_drop_one/_drop_range mark that).
+        # A KV bucket replacing a key's older revision so writes one page less per put.
+        if self.msgs == 0:
+            b = self._store._batch()
+            b.touched[self._sid] = self
+            b.meta_needed.add(self._sid)
 
     def _expired_metas(self, now_ns: int) -> list[Meta]:
         out: list[Meta] = []
@@ -588,11 +597,18 @@ class SQLiteStore(Store):
         self._closed = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exec: ThreadPoolExecutor | None = None
-        self._exec_busy = 0  # checkpoints queued on the writer thread (inline commits wait for none)
+        self._exec_busy = 0  # blocking checkpoints queued on the writer thread (inline commits wait for none)
+        self._ckpt_running = False
+        self._since_restart = 0  # estimated WAL pages since the last checkpoint that held commits back
         self._wconn: sqlite3.Connection | None = None
+        self._kconn: sqlite3.Connection | None = None  # checkpoints, on the writer thread
         self._rconn: sqlite3.Connection = None  # type: ignore[assignment]
         self._sync_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._last_commit = 0.0  # loop time of the last commit: the idle checkpoint waits for a quiet second
+        # Called with each batch's future as it commits, before the future resolves: a publisher's
+        # PubAck goes out from there (no done-callback turn of the loop between commit and ack).
+        self.on_commit: Callable[[asyncio.Future[None]], None] | None = None
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
@@ -631,6 +647,15 @@ class SQLiteStore(Store):
             c.close()
             raise StoreError(f"{self.path}: schema version {ver} not supported")
         self._wconn = c
+        # Checkpoints get their own connection: a PASSIVE checkpoint (two fdatasyncs, a millisecond or
+        # more) then runs on the writer thread beside inline commits on the loop thread, which WAL
+        # allows, instead of holding the writer connection while a publisher waits for its ack.
+        k = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        k.execute("PRAGMA synchronous = " + ("FULL" if self.sync_interval is None else "NORMAL"))
+        k.execute("PRAGMA wal_autocheckpoint = 0")
+        k.execute(f"PRAGMA journal_size_limit = {int(self._jsl)}")
+        k.execute("PRAGMA busy_timeout = 5000")
+        self._kconn = k
 
     def _load_streams(self) -> None:
         rows = self._rconn.execute(
@@ -665,6 +690,9 @@ class SQLiteStore(Store):
         c = self._wconn
         if c is None:
             return
+        if self._kconn is not None:
+            self._kconn.close()
+            self._kconn = None
         with contextlib.suppress(sqlite3.Error):
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         c.close()
@@ -756,9 +784,6 @@ class SQLiteStore(Store):
         b.metas = [(st.first_seq, st.last_seq, st.last_ts, sid) for sid, st in b.touched.items() if not st._dead]
         self._inflight = b
         assert self._loop is not None and self._exec is not None
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
         if (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS
                 and not b.drops and not b.ranges and not b.creates):
             # A small batch without fsync costs less written here than the two thread hops of the
@@ -824,19 +849,28 @@ class SQLiteStore(Store):
             self.commits += 1
             self._dirty = True
             self._settle(b)
+            if self.on_commit is not None:
+                self.on_commit(b.fut)
             if not b.fut.done():
                 b.fut.set_result(None)
-            self._wal_pages += _pages_written(b)
-            if 0 < self._autockpt <= self._wal_pages:
-                self._submit_checkpoint(False)  # queued ahead of the next batch, on the writer thread
+            n = _pages_written(b)
+            self._wal_pages += n
+            self._since_restart += n
+            if self._autockpt > 0:
+                if self._since_restart >= 3 * self._autockpt and not self._exec_busy:
+                    self._submit_checkpoint(False, block=True)
+                elif self._wal_pages >= self._autockpt and not self._ckpt_running:
+                    self._submit_checkpoint(False)  # on the writer thread, beside the next inline commits
         else:
             self._fail(b, _wrap(exc))
         if self._open is not None and not self._closed:
             self._start()
         elif self._open is None and not self._closed and self._loop is not None:
-            if self._idle_timer is not None:
-                self._idle_timer.cancel()
-            self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
+            # one timer for a whole run of commits, not one per commit: it re-arms itself if commits
+            # happened since it was set (see _idle_checkpoint)
+            self._last_commit = self._loop.time()
+            if self._idle_timer is None:
+                self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
 
     def _settle(self, b: _Batch) -> None:
         """Committed: drop those rows from the overlays (reads now find them in the database)."""
@@ -913,24 +947,37 @@ class SQLiteStore(Store):
     def _idle_checkpoint(self) -> None:
         self._idle_timer = None
         if self._closed or self._loop is None or self._exec is None or self._inflight is not None:
+            return  # a batch in flight arms the timer again when it is done
+        wait = self._last_commit + IDLE_CHECKPOINT_DELAY - self._loop.time()
+        if wait > 0.001:
+            self._idle_timer = self._loop.call_later(wait, self._idle_checkpoint)
             return
         self._submit_checkpoint(False)
 
-    def _submit_checkpoint(self, fsync_wal: bool) -> None:
+    def _submit_checkpoint(self, fsync_wal: bool, block: bool = False) -> None:
+        """A PASSIVE checkpoint on the writer thread. Inline commits go on beside it, except every third
+        interval (`block`): SQLite only starts the -wal file over when a write begins with every frame
+        copied back, which commits landing during each checkpoint would prevent for as long as the
+        load lasts. A blocking one sends the commits behind it to the writer thread until it is done."""
         assert self._loop is not None and self._exec is not None
         self._wal_pages = 0
-        self._exec_busy += 1
+        if block:
+            self._exec_busy += 1
+        self._ckpt_running = True
         f = self._loop.run_in_executor(self._exec, self._checkpoint, fsync_wal)
 
         def done(_: Any) -> None:
-            self._exec_busy -= 1
+            self._ckpt_running = False
+            if block:
+                self._exec_busy -= 1
+                self._since_restart = 0
 
         f.add_done_callback(done)
 
     def _checkpoint(self, fsync_wal: bool) -> None:
-        """Runs on the writer thread, between batches. fsyncing the -wal file makes every commit so
+        """Runs on the writer thread, on its own connection. fsyncing the -wal file makes every commit so
         far power-safe under synchronous=NORMAL; the PASSIVE checkpoint then bounds WAL growth."""
-        c = self._wconn
+        c = self._kconn
         if c is None:
             return
         if fsync_wal:

@@ -86,6 +86,51 @@ async def test_sequence_survives_purge_and_delete_last(tmp_path: Path) -> None:
     await s.close()
 
 
+async def test_state_after_crash_with_interior_and_last_deletes(tmp_path: Path) -> None:
+    # The stream row is written only when the rows cannot tell first/last (see SQLiteStream._persist_meta).
+    # A second store opened on the same files after each commit sees what a restart after kill -9 would.
+    s = SQLiteStore(str(tmp_path), 120.0)
+    await s.open()
+    st = s.create_stream("KV", b"{}")
+    await s.flush()
+
+    async def crash_view() -> tuple[int, int, int, int, int]:
+        await s.flush()
+        other = SQLiteStore(str(tmp_path), 120.0)
+        await other.open()
+        try:
+            o = other.get_stream("KV")
+            assert o is not None
+            state = o.state()
+            return state.msgs, state.bytes, state.first_seq, state.last_seq, o.last_ts
+        finally:
+            await other.close()
+
+    def mine() -> tuple[int, int, int, int, int]:
+        state = st.state()
+        return state.msgs, state.bytes, state.first_seq, state.last_seq, st.last_ts
+
+    for i in range(30):  # a KV bucket replacing revisions: deletes at the front and in the middle
+        seq = st.append(f"k.{i % 4}", b"", b"v%d" % i)[0]
+        if i >= 4:
+            old = seq - 4
+            st.delete_known(old, f"k.{i % 4}", st.msg_size(f"k.{i % 4}", b"", b"v%d" % (i - 4)))
+        assert await crash_view() == mine()
+    st.delete(st.last_seq)  # the last message: only the stream row remembers its sequence
+    assert await crash_view() == mine()
+    st.delete(st.last_seq - 2)  # interior
+    assert await crash_view() == mine()
+    for q in list(range(st.first_seq, st.last_seq + 1)):
+        st.delete(q)  # down to empty
+    assert mine()[0] == 0
+    assert await crash_view() == mine()
+    st.compact(50)  # an empty stream moved ahead: nothing but the stream row holds 50
+    assert await crash_view() == mine()
+    assert st.append("k.0", b"", b"")[0] == 50
+    assert await crash_view() == mine()
+    await s.close()
+
+
 async def _fill_until_full(s: SQLiteStore, payload: int) -> tuple[list[int], StoreError]:
     st = s.get_stream("S")
     assert st is not None

@@ -205,10 +205,10 @@ class JetStream:
         self.file_store = SQLiteStore(self.store_dir, sync_interval=self.config.sync_interval)
         await self.file_store.open()
         await self.mem_store.open()
-        # after each socket read: start the commit now, and if it committed inline, send its acks in the
-        # same read's flush instead of one loop turn later (the future's callbacks are scheduled)
+        # after each socket read: start the commit now; if it commits inline, its acks go out in the same
+        # read's flush (on_commit runs as the batch commits, before its future's callbacks are scheduled)
         self.server.read_hooks.append(self.file_store.kick)
-        self.server.read_hooks.append(self._acks_now)
+        self.file_store.on_commit = self._on_commit
         for name, acc in list(self.server.accounts.items()):
             if name == self.server.system_account_name:
                 continue
@@ -260,9 +260,9 @@ class JetStream:
                         r = stop(deleted=False)
                         if inspect.isawaitable(r):
                             await r
-        for hook in (getattr(self.file_store, "kick", None), self._acks_now):
-            if hook in self.server.read_hooks:
-                self.server.read_hooks.remove(hook)
+        kick = getattr(self.file_store, "kick", None)
+        if kick in self.server.read_hooks:
+            self.server.read_hooks.remove(kick)
         for acc, sub in self._api_subs:
             acc.internal.unsubscribe(sub)
         self._api_subs.clear()
@@ -507,16 +507,20 @@ class JetStream:
             committed.add_done_callback(self._batch_committed)
         acks.append((jsa, reply, stream, seq))
 
-    def _acks_now(self) -> None:
-        if self._batch_acks:
-            for f in [f for f in self._batch_acks if f.done()]:
-                self._batch_committed(f)
+    def _on_commit(self, f: Any) -> None:
+        """The store committed the batch of future `f` (not resolved yet): its PubAcks go out now, and
+        the done callback that would send them a loop turn later (kept for a failed batch) comes off."""
+        acks = self._batch_acks.pop(f, None)
+        if acks is not None:
+            f.remove_done_callback(self._batch_committed)
+            self._send_acks(acks, None)
 
     def _batch_committed(self, f: Any) -> None:
         acks = self._batch_acks.pop(f, None)
-        if acks is None:
-            return  # already sent by _acks_now
-        exc = f.exception() if not f.cancelled() else StoreError("cancelled")
+        if acks is not None:
+            self._send_acks(acks, f.exception() if not f.cancelled() else StoreError("cancelled"))
+
+    def _send_acks(self, acks: list[tuple[JSAccount, str, str, int]], exc: BaseException | None) -> None:
         if isinstance(exc, StoreFullError):
             self.note_store_full()
         if exc is not None:
