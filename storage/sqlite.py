@@ -789,13 +789,12 @@ class SQLiteStore(Store):
             # A small batch without fsync costs less written here than the two thread hops of the
             # worker: this is what keeps a publisher that awaits each ack fast. fsync=always batches,
             # big ones and everything else go to the writer thread, off the loop.
-            f = self._loop.create_future()
             try:
                 self._write(b)
-                f.set_result(None)
             except Exception as e:
-                f.set_exception(e)
-            self._done(f)
+                self._finish(e)
+            else:
+                self._finish(None)
             return
         f = self._loop.run_in_executor(self._exec, self._write, b)
         f.add_done_callback(self._done)
@@ -841,10 +840,12 @@ class SQLiteStore(Store):
             raise
 
     def _done(self, f: asyncio.Future[None]) -> None:
+        self._finish(f.exception() if not f.cancelled() else StoreError("commit cancelled"))
+
+    def _finish(self, exc: BaseException | None) -> None:
         b = self._inflight
         self._inflight = None
         assert b is not None
-        exc = f.exception() if not f.cancelled() else StoreError("commit cancelled")
         if exc is None:
             self.commits += 1
             self._dirty = True
