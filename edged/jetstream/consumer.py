@@ -34,6 +34,7 @@ EPHEMERAL_INACTIVE = 5 * NS
 FC_BYTES = 256 * 1024
 READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
 FRAMES_FLUSH = 256 * 1024  # bytes of built frames handed to the client connection at once
+EARLY_FRAMES = 32  # a big batch: these first frames are written at once, before the rest are built
 
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
@@ -664,6 +665,7 @@ class Consumer:
             dseq = self.dseq
             np: int = self._np or 0
             last = st.last_seq
+            early = EARLY_FRAMES if limit > 2 * EARLY_FRAMES else -1
             while sent < limit:
                 m = popleft()
                 seq = m[0]
@@ -691,9 +693,11 @@ class Consumer:
                     req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
                     if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
                         break
-                if fbytes >= FRAMES_FLUSH:
+                if fbytes >= FRAMES_FLUSH or sent == early:
                     self.dseq, self.sseq, self._np = dseq, seq, np
                     conn.deliver_frames(direct, frames, fsize, fbytes)
+                    if sent == early:
+                        conn.flush()  # the client starts on the first messages while the rest are built
                     frames = []
                     append = frames.append
                     fsize = fbytes = 0
