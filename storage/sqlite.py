@@ -864,14 +864,15 @@ class SQLiteStore(Store):
                     self._submit_checkpoint(False)  # on the writer thread, beside the next inline commits
         else:
             self._fail(b, _wrap(exc))
-        if self._open is not None and not self._closed:
+        if self._closed or self._loop is None:
+            return
+        # one idle timer for a whole run of commits, not one per commit: it re-arms itself while
+        # commits keep coming (see _idle_checkpoint)
+        self._last_commit = self._loop.time()
+        if self._open is not None:
             self._start()
-        elif self._open is None and not self._closed and self._loop is not None:
-            # one timer for a whole run of commits, not one per commit: it re-arms itself if commits
-            # happened since it was set (see _idle_checkpoint)
-            self._last_commit = self._loop.time()
-            if self._idle_timer is None:
-                self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
+        elif self._idle_timer is None:
+            self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
 
     def _settle(self, b: _Batch) -> None:
         """Committed: drop those rows from the overlays (reads now find them in the database)."""
@@ -947,8 +948,11 @@ class SQLiteStore(Store):
 
     def _idle_checkpoint(self) -> None:
         self._idle_timer = None
-        if self._closed or self._loop is None or self._exec is None or self._inflight is not None:
-            return  # a batch in flight arms the timer again when it is done
+        if self._closed or self._loop is None or self._exec is None:
+            return
+        if self._inflight is not None or self._open is not None:
+            self._idle_timer = self._loop.call_later(IDLE_CHECKPOINT_DELAY, self._idle_checkpoint)
+            return
         wait = self._last_commit + IDLE_CHECKPOINT_DELAY - self._loop.time()
         if wait > 0.001:
             self._idle_timer = self._loop.call_later(wait, self._idle_checkpoint)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 from typing import Any
 
 import nats
@@ -55,6 +56,42 @@ def test_wal_stays_bounded_with_inline_commits() -> None:
     # 2000 commits write ~4000 frames (table + index page each); without checkpoints that is > 16 MB
     assert biggest < 2 * 1024 * 1024, biggest
     assert seen_threads and loop_thread not in seen_threads
+
+
+def test_idle_checkpoint_waits_for_a_quiet_second() -> None:
+    """The idle checkpoint runs once the writer has been quiet for IDLE_CHECKPOINT_DELAY, not while
+    commits keep coming, and once per quiet spell."""
+    from storage.sqlite import IDLE_CHECKPOINT_DELAY
+
+    d = tempfile.mkdtemp(prefix="js-idle-")
+
+    async def body() -> tuple[int, int, int]:
+        store = SQLiteStore(d, wal_autocheckpoint=0)  # no page-count checkpoints: only the idle one
+        await store.open()
+        calls: list[float] = []
+        orig = store._checkpoint
+
+        def spy(fsync_wal: bool) -> None:
+            calls.append(time.monotonic())
+            orig(fsync_wal)
+
+        store._checkpoint = spy  # type: ignore[method-assign]
+        st = store.create_stream("I", b"{}")
+        await store.flush()
+        calls.clear()
+        end = time.monotonic() + 1.6 * IDLE_CHECKPOINT_DELAY
+        while time.monotonic() < end:  # a commit every 0.1 s: never a quiet second
+            await st.append("i", b"", b"x")[2]
+            await asyncio.sleep(0.1 * IDLE_CHECKPOINT_DELAY)
+        during = len(calls)
+        await asyncio.sleep(1.5 * IDLE_CHECKPOINT_DELAY)
+        after = len(calls)
+        await asyncio.sleep(1.5 * IDLE_CHECKPOINT_DELAY)  # nothing committed since: no second one
+        again = len(calls)
+        await store.close()
+        return during, after, again
+
+    assert run(body()) == (0, 1, 1)
 
 
 def _mount_tmpfs(path: str, size: str) -> None:
