@@ -237,7 +237,10 @@ KILL_CHILD = textwrap.dedent(
     from storage import SQLiteStore
 
     async def main():
-        s = SQLiteStore(sys.argv[1], sys.argv[2] if sys.argv[2] == "always" else float(sys.argv[2]))
+        # a checkpoint every 64 pages: kills land during checkpoints, which run on their own connection
+        # beside inline commits (and every third one holding commits back)
+        s = SQLiteStore(sys.argv[1], sys.argv[2] if sys.argv[2] == "always" else float(sys.argv[2]),
+                        wal_autocheckpoint=64)
         await s.open()
         st = s.get_stream("K") or s.create_stream("K", b"{}")
         await s.flush()
