@@ -114,9 +114,10 @@ class Stream(ABC):
     # ---- backend primitives ------------------------------------------------------------------
     @abstractmethod
     def append(
-        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0
+        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0, size: int = 0
     ) -> tuple[int, int, Awaitable[None]]:
-        """Store one message. Returns (seq, ts_ns, committed). `ttl` is in ns (0 = none)."""
+        """Store one message. Returns (seq, ts_ns, committed). `ttl` is in ns (0 = none). `size` is
+        `msg_size(subject, hdr, data)` when the caller has it already (0: computed here)."""
 
     @abstractmethod
     def durable(self) -> Awaitable[None]:

@@ -42,7 +42,7 @@ class MemoryStream(Stream):
         self._ttl_heap: list[tuple[int, int]] = []
 
     def append(
-        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0
+        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0, size: int = 0
     ) -> tuple[int, int, Awaitable[None]]:
         if self._dead:
             raise StoreClosedError(f"stream {self.name!r} is closed or deleted")
@@ -62,7 +62,7 @@ class MemoryStream(Stream):
         self.last_seq = seq
         self.last_ts = ts
         self.msgs += 1
-        self.bytes += _blen(subject) + len(hdr) + len(data) + 16
+        self.bytes += size or (_blen(subject) + len(hdr) + len(data) + 16)
         return seq, ts, DONE
 
     def durable(self) -> Awaitable[None]:

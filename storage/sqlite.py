@@ -250,7 +250,7 @@ class SQLiteStream(Stream):
 
     # ---- append (hot path) ---------------------------------------------------------------------
     def append(
-        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0
+        self, subject: str, hdr: bytes = b"", data: bytes = b"", ts: int = 0, ttl: int = 0, size: int = 0
     ) -> tuple[int, int, Awaitable[None]]:
         if self._dead:
             raise StoreClosedError(f"stream {self.name!r} is closed or deleted")
@@ -259,7 +259,8 @@ class SQLiteStream(Stream):
             raise StoreError("sequence space exhausted (2**44)")
         if not ts:
             ts = time.time_ns()
-        size = (34 + _blen(subject) + len(hdr) + len(data)) if hdr else (30 + _blen(subject) + len(data))
+        if not size:
+            size = (34 + _blen(subject) + len(hdr) + len(data)) if hdr else (30 + _blen(subject) + len(data))
         row = (self._base + seq, self._sid, subject, hdr, data, ts, ttl, ts + ttl if ttl > 0 else 0, size)
         b = self._store._batch()
         b.inserts.append(row)

@@ -163,7 +163,8 @@ class JetStream:
         self._ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batch_acks: dict[Any, list[tuple[JSAccount, str, str, int]]] = {}
-        self._usage = [0, 0]
+        self._usage = [0, 0]  # upper bounds of the server's memory and file usage (see server_usage)
+        self._usage_recheck = [-1, -1]  # past these bounds the exact totals are taken again
         self._spin_ok = not isinstance(cfg.sync_interval, str)  # fsync=always commits on the writer thread
         self._last_ack_ns = 0
         self._spin_until = 0
@@ -171,7 +172,6 @@ class JetStream:
         self._spin_misses = 0
         self._spin_skip = 0
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in start()
-        self._usage_at = 0.0
         # disk full: see note_store_full
         self.store_full = False
         self._full_usage = 0
@@ -301,21 +301,19 @@ class JetStream:
 
     def server_usage(self, memory: bool, adding: int) -> int:
         """The server's memory or file usage before a message of `adding` bytes, for the server-wide limit
-        checked on every publish. Summing all streams each time would cost per message; instead a total
-        taken at most every 50 ms plus what was added since is an upper bound, and the exact sum is
-        taken only when that bound is past the limit."""
+        checked on every publish. Summing all streams each time would cost per message; instead the last
+        exact total plus everything added since (removals not counted) is an upper bound, and the exact
+        total is taken again once that bound has used up half the room the last total left, so always
+        before the bound can pass the limit."""
         i = 0 if memory else 1
-        now = time.monotonic()
-        if now >= self._usage_at:
-            self._usage = list(self.total_usage())
-            self._usage_at = now + 0.05
-        used = self._usage[i]
-        limit = self.max_memory if memory else self.max_file
-        if used > limit:
-            self._usage = list(self.total_usage())
-            self._usage_at = now + 0.05
-            used = self._usage[i]
-        self._usage[i] += adding
+        u = self._usage
+        used = u[i]
+        if used > self._usage_recheck[i]:
+            u[0], u[1] = self.total_usage()
+            used = u[i]
+            for j, limit in ((0, self.max_memory), (1, self.max_file)):
+                self._usage_recheck[j] = u[j] + (limit - u[j]) // 2 if limit > u[j] else u[j]
+        u[i] = used + adding
         return used
 
     def total_usage(self) -> tuple[int, int]:

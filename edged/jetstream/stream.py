@@ -400,7 +400,7 @@ class Stream:
         if self.js.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
         try:
-            seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0)
+            seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0, size)
         except StoreFullError as e:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         except StoreError as e:
@@ -422,7 +422,7 @@ class Stream:
             if len(last_of) > 2 * len(store.subjects) + 1024:
                 last_of.clear()  # subjects since removed: forget them (it is only a shortcut)
             prev = last_of.get(subject)
-            last_of[subject] = (seq, store.msg_size(subject, hdr, payload))
+            last_of[subject] = (seq, size)
             n = store.subjects.get(subject, 0)
             if n == 2 and prev is not None:
                 store.delete_known(prev[0], subject, prev[1])
