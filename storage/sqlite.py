@@ -36,8 +36,9 @@ thread, where the checkpoint's fdatasyncs would stall every connection. Small co
 a checkpoint; every third one holds them back until it is done, because SQLite only starts the
 -wal file over when a write begins with every frame copied back. Also a PASSIVE checkpoint when
 the writer goes idle after a burst, and `journal_size_limit`, which truncates the -wal file after a
-checkpoint. Deletes use `secure_delete=FAST`, so freed cells are zeroed in the pages they live on; `erase=True` is therefore the same as a plain delete here (old
-page images can linger in the WAL until the next checkpoint overwrites them).
+checkpoint. Deletes use `secure_delete=FAST`, so freed cells are zeroed in the pages they live on;
+`erase=True` is therefore the same as a plain delete here (old page images can linger in the WAL
+until the next checkpoint overwrites them).
 """
 
 from __future__ import annotations
@@ -599,7 +600,7 @@ class SQLiteStore(Store):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exec: ThreadPoolExecutor | None = None
         self._exec_busy = 0  # blocking checkpoints queued on the writer thread (inline commits wait for none)
-        self._ckpt_running = False
+        self._ckpts = 0  # checkpoints queued or running on the writer thread
         self._since_restart = 0  # estimated WAL pages since the last checkpoint that held commits back
         self._wconn: sqlite3.Connection | None = None
         self._kconn: sqlite3.Connection | None = None  # checkpoints, on the writer thread
@@ -631,14 +632,20 @@ class SQLiteStore(Store):
         if self.sync_interval is not None:
             self._sync_timer = self._loop.call_later(self.sync_interval, self._sync_tick)
 
-    def _open_writer(self) -> None:
+    def _connect_writing(self) -> sqlite3.Connection:
+        """A connection that writes to the database or its -wal file (the writer, the checkpointer):
+        the same sync level, no autocheckpoint, the same -wal size limit and lock wait."""
         c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        c.execute("PRAGMA journal_mode = WAL")
         c.execute("PRAGMA synchronous = " + ("FULL" if self.sync_interval is None else "NORMAL"))
-        c.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring: _done checkpoints instead
+        c.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring: _finish checkpoints instead
         c.execute(f"PRAGMA journal_size_limit = {int(self._jsl)}")
-        c.execute("PRAGMA secure_delete = FAST")
         c.execute("PRAGMA busy_timeout = 5000")
+        return c
+
+    def _open_writer(self) -> None:
+        c = self._connect_writing()
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute("PRAGMA secure_delete = FAST")
         if self._max_page_count is not None:
             c.execute(f"PRAGMA max_page_count = {int(self._max_page_count)}")
         c.executescript(_SCHEMA)
@@ -651,12 +658,7 @@ class SQLiteStore(Store):
         # Checkpoints get their own connection: a PASSIVE checkpoint (two fdatasyncs, a millisecond or
         # more) then runs on the writer thread beside inline commits on the loop thread, which WAL
         # allows, instead of holding the writer connection while a publisher waits for its ack.
-        k = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        k.execute("PRAGMA synchronous = " + ("FULL" if self.sync_interval is None else "NORMAL"))
-        k.execute("PRAGMA wal_autocheckpoint = 0")
-        k.execute(f"PRAGMA journal_size_limit = {int(self._jsl)}")
-        k.execute("PRAGMA busy_timeout = 5000")
-        self._kconn = k
+        self._kconn = self._connect_writing()
 
     def _load_streams(self) -> None:
         rows = self._rconn.execute(
@@ -861,7 +863,7 @@ class SQLiteStore(Store):
             if self._autockpt > 0:
                 if self._since_restart >= 3 * self._autockpt and not self._exec_busy:
                     self._submit_checkpoint(False, block=True)
-                elif self._wal_pages >= self._autockpt and not self._ckpt_running:
+                elif self._wal_pages >= self._autockpt and not self._ckpts:
                     self._submit_checkpoint(False)  # on the writer thread, beside the next inline commits
         else:
             self._fail(b, _wrap(exc))
@@ -969,11 +971,11 @@ class SQLiteStore(Store):
         self._wal_pages = 0
         if block:
             self._exec_busy += 1
-        self._ckpt_running = True
+        self._ckpts += 1
         f = self._loop.run_in_executor(self._exec, self._checkpoint, fsync_wal)
 
         def done(_: Any) -> None:
-            self._ckpt_running = False
+            self._ckpts -= 1
             if block:
                 self._exec_busy -= 1
                 self._since_restart = 0

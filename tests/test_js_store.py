@@ -24,23 +24,29 @@ from tests.jsutil import run
 from tests.servers import ServerProcess
 
 
+def _record_checkpoints(store: SQLiteStore) -> list[int]:
+    """From now on, the thread of each checkpoint the store runs, one entry per checkpoint."""
+    threads: list[int] = []
+    orig = store._checkpoint
+
+    def spy(fsync_wal: bool) -> None:
+        threads.append(threading.get_ident())
+        orig(fsync_wal)
+
+    store._checkpoint = spy  # type: ignore[method-assign]
+    return threads
+
+
 def test_wal_stays_bounded_with_inline_commits() -> None:
     """2000 one-row commits (the synchronous-publish pattern) with a 64-page checkpoint interval: the
     -wal file must stay near that size, and no checkpoint may run on the event loop's thread."""
     d = tempfile.mkdtemp(prefix="js-wal-")
     loop_thread = threading.get_ident()
-    seen_threads: set[int] = set()
 
-    async def body() -> int:
+    async def body() -> tuple[int, list[int]]:
         store = SQLiteStore(d, wal_autocheckpoint=64)
         await store.open()
-        orig = store._checkpoint
-
-        def spy(fsync_wal: bool) -> None:
-            seen_threads.add(threading.get_ident())
-            orig(fsync_wal)
-
-        store._checkpoint = spy  # type: ignore[method-assign]
+        threads = _record_checkpoints(store)
         st = store.create_stream("W", b"{}")
         await store.flush()
         biggest = 0
@@ -50,9 +56,9 @@ def test_wal_stays_bounded_with_inline_commits() -> None:
             if i % 50 == 0:
                 biggest = max(biggest, os.path.getsize(store.path + "-wal"))
         await store.close()
-        return biggest
+        return biggest, threads
 
-    biggest = run(body())
+    biggest, seen_threads = run(body())
     # 2000 commits write ~4000 frames (table + index page each); without checkpoints that is > 16 MB
     assert biggest < 2 * 1024 * 1024, biggest
     assert seen_threads and loop_thread not in seen_threads
@@ -68,14 +74,7 @@ def test_idle_checkpoint_waits_for_a_quiet_second() -> None:
     async def body() -> tuple[int, int, int]:
         store = SQLiteStore(d, wal_autocheckpoint=0)  # no page-count checkpoints: only the idle one
         await store.open()
-        calls: list[float] = []
-        orig = store._checkpoint
-
-        def spy(fsync_wal: bool) -> None:
-            calls.append(time.monotonic())
-            orig(fsync_wal)
-
-        store._checkpoint = spy  # type: ignore[method-assign]
+        calls = _record_checkpoints(store)
         st = store.create_stream("I", b"{}")
         await store.flush()
         calls.clear()
