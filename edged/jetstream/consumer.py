@@ -732,11 +732,26 @@ class Consumer:
                         break
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
+            if sent and self.stream.retention == "interest":
+                self._acked_on_delivery(sseq + 1, seq)
         if req is not None:
             req.batch -= sent
             if req.batch <= 0 or (max_bytes and req.sent_bytes >= max_bytes):
                 self._end_request(self.waiting.popleft())
         return sent
+
+    def _acked_on_delivery(self, lo: int, hi: int) -> None:
+        """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it
+        goes once no other consumer wants it (nats-server does this as it delivers)."""
+        st = self.stream.store
+        while lo <= hi:
+            batch = st.read_batch(lo, self.flt, 256)
+            for m in batch:
+                if m.seq <= hi:
+                    self.stream.ack_msg(m.seq)
+            if not batch:
+                break
+            lo = batch[-1].seq + 1
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -800,6 +815,8 @@ class Consumer:
             req.sent_bytes += len(data) + len(hdr or b"")
             if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):
                 self._end_request(self.waiting.popleft())
+        if self.ack == "none" and self.stream.retention == "interest":
+            self._acked_on_delivery(seq, seq)
         if self.max_deliver > 0 and count >= self.max_deliver and self.ack != "none":
             self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {
                 "type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": self.stream.name,

@@ -480,9 +480,25 @@ class Stream:
         if c is not None and c.persist:
             self.store.delete_consumer(name)
         if c is not None and self.retention == "interest":
-            # messages only that consumer still held are no longer wanted by anyone
-            for seq in sorted(getattr(c, "pending", {})):
-                self.ack_msg(seq)
+            self._drop_unwanted(c)
+
+    def _drop_unwanted(self, gone: Any) -> None:
+        """Interest retention, a consumer removed: what it had not acked (delivered or not) and no other
+        consumer still wants goes, as nats-server scans from the removed consumer's ack floor."""
+        st = self.store
+        state = st.state()
+        seq = max(getattr(gone, "afloor_s", 0) + 1, state.first_seq)
+        removed = False
+        while seq <= state.last_seq:
+            batch = st.read_batch(seq, getattr(gone, "flt", None), 256)
+            if not batch:
+                break
+            for m in batch:
+                if not any(c._matches(m.subject) and not c.is_acked(m.seq) for c in self.consumers.values()):
+                    removed = st.delete(m.seq) or removed
+            seq = batch[-1].seq + 1
+        if removed:
+            self.notify_removed()
 
     def ack_msg(self, seq: int) -> None:
         """Interest / workqueue retention: drop a message once (every / any) interested consumer acked it."""
