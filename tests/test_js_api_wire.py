@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.jsutil import run
+from tests.jsutil import replies_of_both, run
 from tests.servers import ServerProcess
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
@@ -252,14 +252,7 @@ async def _scenario(url: str, script: list[tuple[str, str, Any, Any]] = SCRIPT) 
 
 @pytest.fixture(scope="module")
 def replies() -> dict[str, list[Any]]:
-    res = {}
-    for kind in ("nats-server", "edged"):
-        p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="jswire-")]).start()
-        try:
-            res[kind] = run(_scenario(p.url), timeout=120)
-        finally:
-            p.stop()
-    return res
+    return replies_of_both(_scenario, "jswire-")
 
 
 @pytest.mark.parametrize("i", range(len(SCRIPT)), ids=[f"{s[0]}:{s[1]}" for s in SCRIPT])

@@ -299,6 +299,9 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
             r = stop(deleted=True)
             if hasattr(r, "__await__"):
                 await r
+        advise = getattr(c, "delete_advisory", None)
+        if advise is not None:
+            advise()  # each consumer's delete, before the stream's (as nats-server)
     del jsa.streams[name]
     store = req.js.store_for(stream.config["storage"])
     store.delete_stream(name, account=jsa.account.name)

@@ -1,4 +1,5 @@
-"""JetStream consumers: config rules, delivery (push and pull), acks, redelivery, persisted state.
+"""JetStream consumers: delivery (push and pull), acks, redelivery, persisted state (config rules are in
+consumer_config.py).
 
 A consumer walks its stream from `sseq` in order. Delivery is driven by events (new message, pull
 request, ack, timer) and runs synchronously on the loop: each step delivers as many messages as the
@@ -17,21 +18,19 @@ import msgspec
 
 from edged.accounts import Deferred
 from edged.headers import make_headers
-from edged.jetstream.errors import api_error
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns, valid_asset_name
-from edged.protocol import is_valid_literal_subject, is_valid_subject
-from edged.sublist import subject_matches, subjects_overlap
+from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
+from edged.jetstream.stream import parse_rfc3339, rfc3339ns
+from edged.sublist import subject_matches
 from storage.base import StoredMsg
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
 
 NS = 1_000_000_000
-DEFAULT_ACK_WAIT = 30 * NS
-DEFAULT_MAX_ACK_PENDING = 1000
-DEFAULT_MAX_WAITING = 512
-EPHEMERAL_INACTIVE = 5 * NS
-FC_BYTES = 256 * 1024
+# flow control, as nats-server: a window of unanswered bytes that starts at 1/16 of the limit and doubles on
+# every answer; the request goes out past half the window, delivery stops once it is full
+FC_MAX_PENDING = 32 * 1024 * 1024
+FC_START_WINDOW = FC_MAX_PENDING // 16
 READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
 FRAMES_FLUSH = 256 * 1024  # bytes of built frames handed to the client connection at once
 EARLY_FRAMES = 32  # a big batch: these first frames are written at once, before the rest are built
@@ -39,212 +38,38 @@ EARLY_FRAMES = 32  # a big batch: these first frames are written at once, before
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
 
-_DELIVER = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
-_ACK = ("none", "all", "explicit")
-_REPLAY = ("instant", "original")
 
 
-def _int(c: dict[str, Any], k: str, d: int = 0) -> int:
-    v = c.get(k, d)
-    if v is None:
-        return d
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal into ConsumerConfig.{k}")
-    return v
+def go_duration(ns: int) -> str:
+    """A duration as Go's time.Duration prints it (1.5s, 2m0s, 250ms): nats-server puts it in status texts."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
 
+    def frac(v: int, unit: int) -> str:
+        whole, rest = divmod(v, unit)
+        if not rest:
+            return str(whole)
+        return f"{whole}." + f"{rest:0{len(str(unit)) - 1}d}".rstrip("0")
 
-def normalize(req: dict[str, Any], stream: Stream, name_hint: str = "") -> dict[str, Any]:
-    """The consumer config nats-server would report (defaults filled), or a JSApiError."""
-    durable = req.get("durable_name") or ""
-    name = req.get("name") or ""
-    if durable and name and durable != name:
-        raise api_error("JSConsumerCreateDurableAndNameMismatch")
-    name = name or durable or name_hint
-    if name and not valid_asset_name(name):
-        raise api_error("JSStreamInvalidConfigF", err="consumer name can not contain '.', '*', '>', '\\', '/'")
-    if durable and not valid_asset_name(durable):
-        raise api_error("JSStreamInvalidConfigF",
-                        err="consumer durable name can not contain '.', '*', '>', '\\', '/'")
-    deliver_subject = req.get("deliver_subject") or ""
-    push = bool(deliver_subject)
-    if push and not is_valid_literal_subject(deliver_subject):
-        raise api_error("JSConsumerDeliverToWildcardsErr") if is_valid_subject(deliver_subject) else \
-            api_error("JSConsumerInvalidDeliverSubject")
-    dp = req.get("deliver_policy") or "all"
-    if dp not in _DELIVER:
-        raise api_error("JSConsumerInvalidPolicyErrF", err=f"invalid deliver policy {dp!r}")
-    ap = req.get("ack_policy") or "none"
-    if ap not in _ACK:
-        raise api_error("JSConsumerAckPolicyInvalidErr")
-    rp = req.get("replay_policy") or "instant"
-    if rp not in _REPLAY:
-        raise api_error("JSConsumerReplayPolicyInvalidErr")
-    opt_seq = _int(req, "opt_start_seq")
-    opt_time = req.get("opt_start_time")
-    if dp == "by_start_sequence" and opt_seq <= 0:
-        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver by start sequence, "
-                                                           "but optional start sequence is not set")
-    if dp != "by_start_sequence" and opt_seq:
-        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver all, but optional "
-                                                           "start sequence is also set" if dp == "all" else
-                        "optional start sequence can only be set with deliver by start sequence")
-    if dp == "by_start_time" and not opt_time:
-        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver by start time, "
-                                                           "but optional start time is not set")
-    flt = req.get("filter_subject") or ""
-    if dp == "last_per_subject" and not flt and not req.get("filter_subjects"):
-        raise api_error("JSConsumerInvalidPolicyErrF", err="consumer delivery policy is deliver last per subject, "
-                                                           "but optional filter subject is not set")
-    flts = [f for f in (req.get("filter_subjects") or [])]
-    if flt and flts:
-        raise api_error("JSConsumerDuplicateFilterSubjects")
-    for f in flts:
-        if not f:
-            raise api_error("JSConsumerEmptyFilter")
-    filters = flts or ([flt] if flt else [])
-    for i, f in enumerate(filters):
-        if not is_valid_subject(f):
-            raise api_error("JSStreamInvalidConfigF", err="invalid subject")
-        for g in filters[i + 1:]:
-            if subjects_overlap(f, g):
-                raise api_error("JSConsumerOverlappingSubjectFilters")
-    hb = _int(req, "idle_heartbeat")
-    fc = bool(req.get("flow_control"))
-    if not push:
-        if hb:
-            raise api_error("JSConsumerHBRequiresPushErr")
-        if fc:
-            raise api_error("JSConsumerFCRequiresPushErr")
-        if req.get("rate_limit_bps"):
-            raise api_error("JSConsumerPullWithRateLimitErr")
-    if push and _int(req, "max_waiting"):
-        raise api_error("JSConsumerPushMaxWaitingErr")
-    if 0 < hb < NS // 10:
-        raise api_error("JSConsumerSmallHeartbeatErr")
-    if fc and not hb:
-        raise api_error("JSConsumerWithFlowControlNeedsHeartbeats")
-    max_deliver = _int(req, "max_deliver")
-    if max_deliver == 0 or max_deliver < -1:
-        max_deliver = -1
-    backoff = [int(x) for x in req.get("backoff") or []]
-    if backoff and max_deliver != -1 and max_deliver <= len(backoff):
-        raise api_error("JSConsumerMaxDeliverBackoffErr")
-    ack_wait = _int(req, "ack_wait")
-    if ack_wait < 0:
-        raise api_error("JSConsumerAckWaitNegativeErr")
-    if ap != "none" and ack_wait == 0:
-        ack_wait = backoff[0] if backoff else DEFAULT_ACK_WAIT
-    mwait = _int(req, "max_waiting")
-    if not push and mwait == 0:
-        mwait = DEFAULT_MAX_WAITING
-    map_ = _int(req, "max_ack_pending")
-    cl = stream.config.get("consumer_limits") or {}
-    if map_ == 0:
-        map_ = int(cl.get("max_ack_pending") or 0)
-    if map_ == 0 and ap != "none":
-        map_ = DEFAULT_MAX_ACK_PENDING
-    inactive = _int(req, "inactive_threshold") or int(cl.get("inactive_threshold") or 0)
-    if not durable and inactive == 0:
-        inactive = EPHEMERAL_INACTIVE
-    if stream.retention == "workqueue":
-        if ap != "explicit":
-            raise api_error("JSConsumerWQRequiresExplicitAckErr")
-        if dp != "all":
-            raise api_error("JSConsumerWQConsumerNotDeliverAllErr")
-        for other in stream.consumers.values():
-            if other.name == name:
-                continue
-            ofl = other.filters
-            if not filters or not ofl:
-                raise api_error("JSConsumerWQMultipleUnfilteredErr")
-            if any(subjects_overlap(a, b) for a in filters for b in ofl):
-                raise api_error("JSConsumerWQConsumerNotUniqueErr")
-    cfg: dict[str, Any] = {}
-    if durable:
-        cfg["durable_name"] = durable
-    if name:
-        cfg["name"] = name
-    if req.get("description"):
-        cfg["description"] = req["description"]
-    if deliver_subject:
-        cfg["deliver_subject"] = deliver_subject
-    if req.get("deliver_group"):
-        cfg["deliver_group"] = req["deliver_group"]
-    cfg["deliver_policy"] = dp
-    if opt_seq:
-        cfg["opt_start_seq"] = opt_seq
-    if opt_time:
-        cfg["opt_start_time"] = opt_time
-    cfg["ack_policy"] = ap
-    if ack_wait:
-        cfg["ack_wait"] = ack_wait
-    cfg["max_deliver"] = max_deliver
-    if backoff:
-        cfg["backoff"] = backoff
-    if flt:
-        cfg["filter_subject"] = flt
-    if flts:
-        cfg["filter_subjects"] = flts
-    cfg["replay_policy"] = rp
-    if req.get("rate_limit_bps"):
-        cfg["rate_limit_bps"] = int(req["rate_limit_bps"])
-    if req.get("sample_freq"):
-        cfg["sample_freq"] = str(req["sample_freq"])
-    if mwait:
-        cfg["max_waiting"] = mwait
-    if map_:
-        cfg["max_ack_pending"] = map_
-    if fc:
-        cfg["flow_control"] = True
-    if hb:
-        cfg["idle_heartbeat"] = hb
-    if req.get("headers_only"):
-        cfg["headers_only"] = True
-    for k in ("max_batch", "max_expires", "max_bytes"):
-        if _int(req, k):
-            cfg[k] = _int(req, k)
-    if inactive:
-        cfg["inactive_threshold"] = inactive
-    cfg["num_replicas"] = _int(req, "num_replicas")
-    if cfg["num_replicas"] > 1:
-        raise api_error("JSStreamReplicasNotSupportedErr")
-    if req.get("mem_storage"):
-        cfg["mem_storage"] = True
-    if req.get("metadata"):
-        cfg["metadata"] = dict(req["metadata"])
-    if req.get("pause_until"):
-        cfg["pause_until"] = req["pause_until"]
-    return cfg
-
-
-def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """nats-server's rules for what a consumer update may change."""
-    def changed(k: str) -> bool:
-        return old.get(k) != new.get(k)
-
-    if changed("deliver_policy"):
-        raise api_error("JSConsumerCreateErrF", err="deliver policy can not be updated")
-    if changed("opt_start_seq"):
-        raise api_error("JSConsumerCreateErrF", err="start sequence can not be updated")
-    if changed("opt_start_time"):
-        raise api_error("JSConsumerCreateErrF", err="start time can not be updated")
-    if changed("ack_policy"):
-        raise api_error("JSConsumerCreateErrF", err="ack policy can not be updated")
-    if changed("replay_policy"):
-        raise api_error("JSConsumerCreateErrF", err="replay policy can not be updated")
-    if bool(old.get("deliver_subject")) != bool(new.get("deliver_subject")):
-        raise api_error("JSConsumerCreateErrF", err="can not update push consumer to pull based"
-                        if old.get("deliver_subject") else "can not update pull consumer to push based")
-    if changed("mem_storage"):
-        raise api_error("JSConsumerCreateErrF", err="can not update consumer storage type")
-    if changed("durable_name"):
-        raise api_error("JSConsumerCreateErrF", err="can not update consumer durable name")
+    if ns < 1000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{frac(ns, 1000)}\u00b5s"
+    if ns < NS:
+        return f"{sign}{frac(ns, 1_000_000)}ms"
+    h, rest = divmod(ns, 3600 * NS)
+    m, rest = divmod(rest, 60 * NS)
+    out = f"{h}h{m}m" if h else (f"{m}m" if m else "")
+    return f"{sign}{out}{frac(rest, NS)}s"
 
 
 def _ack_seqs(toks: list[str]) -> tuple[int, int] | None:
     """(stream seq, consumer seq) from the tokens of `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>
-    .<ts>.<pending>`; None for a subject of another shape (ignored, as nats-server does)."""
-    if len(toks) < 9:
+    .<ts>.<pending>`; None for a subject of another shape (ignored: nats-server subscribes to exactly these
+    nine tokens)."""
+    if len(toks) != 9:
         return None
     try:
         return int(toks[5]), int(toks[6])
@@ -265,11 +90,12 @@ class SubjectBytes(dict[str, bytes]):
 
 class PullRequest:
     __slots__ = ("reply", "batch", "max_bytes", "expires", "no_wait", "heartbeat", "sent_bytes", "hb_handle",
-                 "received")
+                 "received", "asked")
 
     def __init__(self, reply: str, batch: int, max_bytes: int, expires: float, no_wait: bool, heartbeat: int) -> None:
         self.reply = reply
-        self.batch = batch
+        self.batch = batch  # what is left of it
+        self.asked = batch
         self.max_bytes = max_bytes
         self.expires = expires  # monotonic deadline, 0 = none
         self.no_wait = no_wait
@@ -301,8 +127,12 @@ class Consumer:
         self.redeliver: deque[int] = deque()
         self.waiting: deque[PullRequest] = deque()
         self.last_active = 0
-        self.fc_pending: str | None = None
-        self.fc_bytes = 0
+        self.fc_pending: str | None = None  # reply subject of the unanswered flow control request
+        self.fc_bytes = 0  # bytes delivered and not yet covered by an answered request
+        self.fc_sz = 0  # what the answer to fc_pending covers
+        self.fc_window = FC_START_WINDOW
+        self.fc_stalled = False  # the window is full: nothing more until an answer
+        self._head_ok: PullRequest | None = None  # the first waiting request, known to have a listener
         self._ack_sub: Any = None
         self._fc_sub: Any = None
         self._dirty = False
@@ -327,9 +157,11 @@ class Consumer:
         else:
             self._initial_position()
         self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
-        self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True)
-        # every ack subject is new: let the router answer them from one memo entry
-        self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
+        if self.ack != "none":
+            # ack_policy none takes no acks at all: an ack with a reply gets "no responders", as from nats-server
+            self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True)
+            # every ack subject is new: let the router answer them from one memo entry
+            self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
         if self.push and self.hb:
             self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
@@ -405,6 +237,9 @@ class Consumer:
                 if m is not None:
                     seqs.append(m.seq)
             self._lps = sorted(seqs)
+            if self._lps:
+                # nats-server starts at the first of those: info shows delivered/ack floor just before it
+                self.sseq = self.afloor_s = self._lps[0] - 1
 
     def _load_state(self, s: dict[str, Any]) -> None:
         self.dseq, self.sseq = s.get("d", [0, 0])
@@ -467,6 +302,9 @@ class Consumer:
         for s in [s for s in self.pending if s < first_seq]:
             del self.pending[s]
             self.rdc.pop(s, None)
+        if self.rdc:
+            for s in [s for s in self.rdc if s < first_seq]:
+                del self.rdc[s]  # past max_deliver, now gone from the stream
         if self.sseq < first_seq - 1:
             self.sseq = first_seq - 1
         if self.afloor_s < first_seq - 1 and not self.pending:
@@ -475,7 +313,8 @@ class Consumer:
     def is_acked(self, seq: int) -> bool:
         if self._ackq:
             self._drain_acks()
-        return seq <= self.sseq and seq not in self.pending
+        # past max_deliver (out of pending, still in rdc) is not acked: interest retention keeps it
+        return seq <= self.sseq and seq not in self.pending and seq not in self.rdc
 
     def kick(self) -> None:
         if not self._kick_scheduled and not self.closed:
@@ -493,6 +332,10 @@ class Consumer:
             s = self.redeliver[0]
             if s not in self.pending:
                 self._redeliver_set.discard(self.redeliver.popleft())
+                continue
+            if self.max_deliver > 0 and self.rdc.get(s, 1) >= self.max_deliver:
+                self._redeliver_set.discard(self.redeliver.popleft())
+                self._max_delivered(s, self.rdc.get(s, 1))
                 continue
             m = st.load(s)
             if m is None:
@@ -524,7 +367,7 @@ class Consumer:
 
     def _deliver_loop(self) -> None:
         self._kick_scheduled = False
-        if self.closed or self.fc_pending is not None:
+        if self.closed or self.fc_stalled:
             return
         if self.paused_until and time.time_ns() < self.paused_until:
             return
@@ -541,8 +384,10 @@ class Consumer:
         if self._ackq and self.redeliver:
             self._drain_acks()  # an acked message is not redelivered
         n = 0
+        self._head_ok = None  # a listener may have gone since the last run
         while n < 4096:
-            if not self.push and not self.waiting:
+            if not self.push and (not self.waiting or (self.waiting[0] is not self._head_ok
+                                                       and not self._head_interest())):
                 break
             if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
                     and not self.redeliver:
@@ -550,7 +395,8 @@ class Consumer:
                     self._drain_acks()  # queued acks may make room
                     continue
                 break
-            if self._fast and self._lps is None and not self.redeliver:
+            if self._fast and self._lps is None and not self.redeliver and (self.push or
+                                                                            not self.waiting[0].max_bytes):
                 k = self._send_new(4096 - n)
                 if not k:
                     break
@@ -571,13 +417,15 @@ class Consumer:
                         self._buf.appendleft(m)
                     self._pace_handle = self.loop.call_later(delay, self._paced)
                     break
-            self._send(m, redelivery)
+            if not self._send(m, redelivery) and not self._send_to_next(m, redelivery):
+                self._unget(m, redelivery)
+                break
             if paced:
                 self._pace_last_ts = m.ts
                 self._pace_sent_at = time.monotonic()
                 self._pace_bytes = len(m.data) + len(m.hdr or b"") + len(m.subject)
             n += 1
-            if self.fc_pending is not None:
+            if self.fc_stalled:
                 break
         if n:
             self.last_active = time.time_ns()
@@ -632,7 +480,7 @@ class Consumer:
             limit = min(limit, max(req.batch, 1))
         if limit <= 0:
             return 0
-        max_bytes = req.max_bytes if req is not None else 0
+        # (a request with max_bytes is served by `_send`, which sizes each message as nats-server does)
         # one lookup of who gets `dest` for the whole run: the usual case is one client inbox, written
         # to directly; anything else (queue group, several subscribers, auto-unsubscribe) is routed
         acc = self.stream.account
@@ -689,10 +537,6 @@ class Consumer:
                 append(f)
                 fbytes += len(f)
                 sent += 1
-                if max_bytes:
-                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
-                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
-                        break
                 if fbytes >= FRAMES_FLUSH or sent == early:
                     self.dseq, self.sseq, self._np = dseq, seq, np
                     conn.deliver_frames(direct, frames, fsize, fbytes)
@@ -726,17 +570,13 @@ class Consumer:
                 else:
                     route(dest, subj_b, reply_b, hdr, data, ic)
                 sent += 1
-                if max_bytes:
-                    req.sent_bytes += len(data) + (len(hdr) if hdr else 0)  # type: ignore[union-attr]
-                    if req.sent_bytes >= max_bytes:  # type: ignore[union-attr]
-                        break
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
             if sent and self.stream.retention == "interest":
                 self._acked_on_delivery(sseq + 1, seq)
         if req is not None:
             req.batch -= sent
-            if req.batch <= 0 or (max_bytes and req.sent_bytes >= max_bytes):
+            if req.batch <= 0:
                 self._end_request(self.waiting.popleft())
         return sent
 
@@ -770,25 +610,19 @@ class Consumer:
         self._pace_handle = None
         self._deliver_loop()
 
-    def _send(self, m: Any, redelivery: bool) -> None:
+    def _send(self, m: Any, redelivery: bool) -> bool:
+        """Deliver `m`. False, with nothing sent, when `m` does not fit in what is left of the first pull
+        request's max_bytes: that request is ended with a 409, as nats-server does."""
         seq = m.seq
+        dseq = self.dseq + 1
+        prev_sseq, prev_np = self.sseq, self._np
         if redelivery:
             count = self.rdc.get(seq, 1) + 1
-            self.rdc[seq] = count
-            dseq = self.dseq + 1
-            self.dseq = dseq
-            self.pending[seq] = [dseq, time.time_ns()]
         else:
             count = 1
-            self.dseq += 1
-            dseq = self.dseq
             if self._np is not None:
                 self._np = max(0, self._np - 1)
             self.sseq = seq
-            if self.ack != "none":
-                self.pending[seq] = [dseq, time.time_ns()]
-            else:
-                self.afloor_c, self.afloor_s = dseq, seq
         remaining = self.num_pending()
         ack_reply = f"$JS.ACK.{self.stream.name}.{self.name}.{count}.{seq}.{dseq}.{m.ts}.{remaining}"
         hdr = m.hdr or None
@@ -797,45 +631,100 @@ class Consumer:
             extra = f"Nats-Msg-Size: {len(data)}\r\n".encode()
             hdr = (hdr[:-2] if hdr else b"NATS/1.0\r\n") + extra + b"\r\n"
             data = b""
+        req: PullRequest | None = None
+        if not self.push:
+            req = self.waiting[0]
+            if req.max_bytes:
+                # counted as nats-server counts it: subject, ack reply, headers and payload
+                sz = len(m.subject) + len(ack_reply) + len(hdr or b"") + len(data)
+                if req.sent_bytes + sz > req.max_bytes:
+                    self.sseq, self._np = prev_sseq, prev_np
+                    self._end_request(self.waiting.popleft())
+                    self._status(req.reply, 409, "Message Size Exceeds MaxBytes", req)
+                    return False
+                req.sent_bytes += sz
+        self.dseq = dseq
+        if redelivery:
+            self.rdc[seq] = count
+            p = self.pending.get(seq)
+            if p is not None:
+                p[1] = time.time_ns()  # keeps the first delivery's sequence: the ack floor goes by it
+            else:
+                self.pending[seq] = [dseq, time.time_ns()]
+        elif self.ack != "none":
+            self.pending[seq] = [dseq, time.time_ns()]
+        else:
+            self.afloor_c, self.afloor_s = dseq, seq
         # delivered under the message's own subject, routed by the deliver subject / request inbox, as
         # nats-server does (clients read the subject of what they consume, e.g. the KV key)
         route = self.stream.account.route
         subj_b = m.subject.encode("utf-8", "surrogateescape")
         reply_b = ack_reply.encode()
-        if self.push:
+        if req is None:
             route(self.deliver_subject, subj_b, reply_b, hdr, data, self.ic)
             if self.fc:
-                self.fc_bytes += len(data) + len(hdr or b"")
-                if self.fc_bytes >= FC_BYTES:
-                    self._send_flow_control()
+                self._fc_account(len(self.deliver_subject) + len(ack_reply) + len(hdr or b"") + len(data))
         else:
-            req = self.waiting[0]
             route(req.reply, subj_b, reply_b, hdr, data, self.ic)
             req.batch -= 1
-            req.sent_bytes += len(data) + len(hdr or b"")
             if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):
                 self._end_request(self.waiting.popleft())
+                if req.max_bytes and req.sent_bytes < req.max_bytes:
+                    self._status(req.reply, 409, "Batch Completed", req)  # bytes to spare: say so
         if self.ack == "none" and self.stream.retention == "interest":
             self._acked_on_delivery(seq, seq)
-        if self.max_deliver > 0 and count >= self.max_deliver and self.ack != "none":
-            self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {
-                "type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": self.stream.name,
-                "consumer": self.name, "stream_seq": seq, "deliveries": count})
+        # max_deliver: the advisory goes out when the last delivery's ack_wait ends unacked (_max_delivered)
+        return True
+
+    def _send_to_next(self, m: Any, redelivery: bool) -> bool:
+        """`m` to the next waiting pull requests after one it did not fit (max_bytes); False if none took it."""
+        while self.waiting:
+            if self._send(m, redelivery):
+                return True
+        return False
+
+    def _unget(self, m: Any, redelivery: bool) -> None:
+        """Put back a message taken by `_next_msg` and not sent: it is the next one taken again."""
+        if redelivery:
+            self.redeliver.appendleft(m.seq)
+            self._redeliver_set.add(m.seq)
+        elif self._lps is not None:
+            self._lps.insert(0, m.seq)
+        else:
+            # only `m` is kept: what the read-ahead holds behind it is read again after it, in order
+            self._buf.clear()
+            self._buf.append(m)
 
     # ------------------------------------------------------------------ flow control and heartbeats
 
+    def _fc_account(self, sz: int) -> None:
+        """nats-server's flow control window: `sz` bytes more delivered (deliver subject, ack reply, headers,
+        payload); past half the window a request goes out, past the whole window delivery stalls."""
+        self.fc_bytes += sz
+        if self.fc_pending is None:
+            if self.fc_bytes > self.fc_window // 2:
+                self._send_flow_control()
+        elif self.fc_bytes - self.fc_sz >= self.fc_window:
+            self.fc_sz += sz  # the outstanding answer will cover this one too
+        self.fc_stalled = self.fc_bytes > self.fc_window
+
     def _send_flow_control(self) -> None:
-        self.fc_bytes = 0
-        subj = f"$JS.FC.{self.stream.name}.{os.urandom(4).hex()}.{self.dseq}"
+        subj = f"$JS.FC.{self.stream.name}.{self.name}.{os.urandom(3).hex()}"
         self.fc_pending = subj
+        self.fc_sz = self.fc_bytes
         if self._fc_sub is None:
-            self._fc_sub = self.ic.subscribe(f"$JS.FC.{self.stream.name}.>", self._on_fc)
+            self._fc_sub = self.ic.subscribe(f"$JS.FC.{self.stream.name}.{self.name}.*", self._on_fc)
         self.ic.publish(self.deliver_subject, b"", subj, make_headers(status=100, description="FlowControl Request"))
 
     def _on_fc(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        if subject == self.fc_pending:
-            self.fc_pending = None
-            self.kick()
+        if subject != self.fc_pending:
+            return  # only the latest request counts
+        self.fc_window = min(self.fc_window * 2, FC_MAX_PENDING)  # slow start
+        self.fc_bytes = max(0, self.fc_bytes - self.fc_sz)
+        self.fc_pending = None
+        self.fc_sz = 0
+        self.fc_stalled = self.fc_bytes > self.fc_window
+        self.kick()
 
     def _heartbeat(self) -> None:
         if self.closed:
@@ -876,22 +765,35 @@ class Consumer:
                 expires = int(r.get("expires") or 0)
                 no_wait = bool(r.get("no_wait"))
                 hb = int(r.get("idle_heartbeat") or 0)
+                if hb and hb * 2 > expires:  # no expiry at all is too short as well
+                    self._status(reply, 400, "Bad Request - heartbeat value too large")
+                    return
         if self.max_batch and batch > self.max_batch:
             self._status(reply, 409, f"Exceeded MaxRequestBatch of {self.max_batch}")
             return
         if self.max_expires and expires > self.max_expires:
-            self._status(reply, 409, f"Exceeded MaxRequestExpires of {self.max_expires / 1e6:g}ms")
+            self._status(reply, 409, f"Exceeded MaxRequestExpires of {go_duration(self.max_expires)}")
             return
         if self.max_bytes_req and max_bytes > self.max_bytes_req:
             self._status(reply, 409, f"Exceeded MaxRequestMaxBytes of {self.max_bytes_req}")
             return
-        if hb and expires and hb * 2 > expires:
-            self._status(reply, 400, "Bad Request - heartbeat value too large")
-            return
         self.last_active = time.time_ns()
         self._arm_inactive()
+        if no_wait:
+            # as nats-server: 404 at once only when nothing is there and the request would not wait; with
+            # messages there it is served (at max_ack_pending too, once acks make room) and ends at the end
+            if self._ackq:
+                self._drain_acks()
+            there = self.num_pending() + len(self.redeliver)
+            if not there and not expires:
+                self._status(reply, 404, "No Messages")
+                return
+            if there and there < sum(r.batch for r in self.waiting):
+                self._status(reply, 408, "Requests Pending")
+                return
         if len(self.waiting) >= self.max_waiting:
-            self._status(reply, 409, "Exceeded MaxWaiting")
+            if not hb:  # a client with heartbeats waits for the missing ones rather than asking again at once
+                self._status(reply, 409, "Exceeded MaxWaiting")
             return
         deadline = time.monotonic() + expires / NS if expires else 0.0
         req = PullRequest(reply, batch, max_bytes, deadline, no_wait, hb)
@@ -905,13 +807,23 @@ class Consumer:
                 self._expire_handle = self.loop.call_at(at, self._expire_waiting)
         if hb:
             req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
-        if no_wait and self._no_more_for(req):
-            self.waiting.remove(req)
-            self._end_request(req)
-            if req.batch == batch:
-                self._status(reply, 404, "No Messages")
-            return
         self._deliver_loop()
+
+    def _head_interest(self) -> bool:
+        """Drop waiting requests at the head whose reply inbox nobody listens on any more (as nats-server:
+        no status, the next request gets the message); False when none is left. Checked once per delivery
+        run and request, not per message."""
+        waiting = self.waiting
+        has_interest = self.stream.account.sublist.has_interest
+        # over a leafnode the inbox's interest may not have arrived yet: young requests are kept
+        grace = time.time_ns() - 2 * NS if self.js.server.opts.leafnodes is not None else None
+        while waiting:
+            r = waiting[0]
+            if has_interest(r.reply) or (grace is not None and r.received > grace):
+                self._head_ok = r
+                return True
+            self._end_request(waiting.popleft())
+        return False
 
     def _no_more_for(self, req: PullRequest) -> bool:
         if self._ackq and (self.redeliver or (self.max_ack_pending and len(self.pending) >= self.max_ack_pending)):
@@ -919,7 +831,7 @@ class Consumer:
         if self.redeliver:
             return False
         if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending:
-            return True
+            return False  # held back by acks, not at the end: nats-server keeps the request
         buf = self._buf
         if buf and buf[-1][0] > self.sseq:
             return False  # the read-ahead has the next one (removals clear it)
@@ -929,7 +841,8 @@ class Consumer:
         keep: deque[PullRequest] = deque()
         while self.waiting:
             r = self.waiting.popleft()
-            if r.no_wait and self._no_more_for(r):
+            # at the end: a no_wait request with an expiry waits on until it has had something
+            if r.no_wait and (not r.expires or r.batch < r.asked) and self._no_more_for(r):
                 self._end_request(r)
                 self._status(r.reply, 404, "No Messages", r)
             else:
@@ -963,7 +876,8 @@ class Consumer:
     def _pull_heartbeat(self, req: PullRequest) -> None:
         if self.closed or req not in self.waiting:
             return
-        self.ic.publish(req.reply, b"", "", make_headers(status=100, description="Idle Heartbeat"))
+        items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+        self.ic.publish(req.reply, b"", "", make_headers(items, status=100, description="Idle Heartbeat"))
         req.hb_handle = self.loop.call_later(req.heartbeat / NS, self._pull_heartbeat, req)
 
     def _end_request(self, req: PullRequest) -> None:
@@ -1002,40 +916,41 @@ class Consumer:
             kind = body[:4]
         else:
             body = kind = b""  # the usual ack: an empty message
-        if not body or kind == b"+ACK":
-            self._ack(sseq, dseq)
+        # nats-server answers a synchronous ack only where it took it: not one past what was delivered,
+        # nor (but on a limits stream) one for stream sequence 0; the other kinds whenever sseq is set
+        beyond = sseq > self.sseq and not self.fc
+        if not body or kind == b"+ACK" or body == b"+OK":
+            if beyond or (not sseq and self.stream.retention != "limits"):
+                reply = ""
+            else:
+                self._ack(sseq, dseq)
+        elif kind == b"+NXT":
+            if not beyond:
+                self._ack(sseq, dseq)
+            if reply:
+                self.next_request(reply, body[4:].strip())
+                reply = ""
+        elif body.startswith(b"+TERM"):
+            if beyond or (not sseq and self.stream.retention != "limits"):
+                reply = ""
+            else:
+                self._ack(sseq, dseq, sample=False)  # never redelivered; ack_policy all: what is below, too
+            # the advisory goes out for any terminate, even of a message no longer pending
+            adv: dict[str, Any] = {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
+                                   "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                                   "deliveries": int(toks[4]) if toks[4].isdigit() else 0}
+            reason = body[5:].strip()
+            if reason:
+                adv["reason"] = reason.decode(errors="replace")
+            self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", adv)
+        elif not sseq:
+            reply = ""
         elif kind == b"-NAK":
-            delay = 0
-            rest = body[4:].strip()
-            if rest:
-                try:
-                    d = _dec.decode(rest)
-                    delay = int(d.get("delay") or 0) if isinstance(d, dict) else 0
-                except msgspec.DecodeError:
-                    delay = 0
-            self._nak(sseq, delay)
+            self._nak(sseq, dseq, toks[4], body[4:].strip())
         elif kind == b"+WPI":
             p = self.pending.get(sseq)
             if p is not None:
                 p[1] = time.time_ns()
-        elif kind == b"+NXT":
-            self._ack(sseq, dseq)
-            if reply:
-                self.next_request(reply, body[4:].strip())
-                reply = ""
-        elif kind == b"+TER":
-            if sseq in self.pending:
-                del self.pending[sseq]
-                self.rdc.pop(sseq, None)
-                self._advance_floor()
-                reason = body[5:].strip().decode(errors="replace")
-                self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", {
-                    "type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
-                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-                    "deliveries": int(toks[4]) if toks[4].isdigit() else 1, "reason": reason})
-                self._save()
-                if self.stream.retention != "limits":
-                    self.stream.ack_msg(sseq)
         if reply:
             # a synchronous ack is confirmed only once the new state is committed: acked stays acked
             if self.persist and self._dirty:
@@ -1095,16 +1010,18 @@ class Consumer:
                                              and len(self.pending) + 1 >= self.max_ack_pending):
             self.kick()
 
-    def _ack(self, sseq: int, dseq: int) -> None:
+    def _ack(self, sseq: int, dseq: int, sample: bool = True) -> None:
         ack = self.ack
         if ack == "explicit":
             # the common case, kept short: one pending entry, no list of acked sequences
             p = self.pending.pop(sseq, None)
             if p is None:
+                if self.rdc:
+                    self.rdc.pop(sseq, None)  # e.g. past max_deliver and acked after all: not counted any more
                 return
             rdc = self.rdc
             deliveries = rdc.pop(sseq, 1) if rdc else 1
-            if self.sample:
+            if sample and self.sample:
                 self._sample_ack(sseq, dseq, p, deliveries)
             self._advance_floor()
             if not self._dirty:
@@ -1115,18 +1032,27 @@ class Consumer:
         if ack == "none":
             return
         if ack == "all":
+            # as nats-server: an ack at or below the floor (or past what was delivered) changes nothing,
+            # and the floor becomes the acked delivery itself, whatever was delivered after it
+            if dseq <= self.afloor_c or sseq <= self.afloor_s or sseq > self.sseq:
+                return
             acked = [s for s in self.pending if s <= sseq]
             for s in acked:
                 del self.pending[s]
                 self.rdc.pop(s, None)
-        else:
-            p = self.pending.pop(sseq, None)
-            if p is None:
-                return
-            deliveries = self.rdc.pop(sseq, 1)
-            acked = [sseq]
-            if self.sample:
-                self._sample_ack(sseq, dseq, p, deliveries)
+            self.afloor_c, self.afloor_s = dseq, sseq
+            self._save()
+            if self.stream.retention != "limits":
+                for s in acked:
+                    self.stream.ack_msg(s)
+            return
+        p = self.pending.pop(sseq, None)
+        if p is None:
+            return
+        deliveries = self.rdc.pop(sseq, 1)
+        acked = [sseq]
+        if sample and self.sample:
+            self._sample_ack(sseq, dseq, p, deliveries)
         self._advance_floor()
         self._save()
         if self.stream.retention != "limits":
@@ -1159,11 +1085,36 @@ class Consumer:
         p = pend.get(s)
         self.afloor_c = p[0] - 1 if p is not None else self.dseq
 
-    def _nak(self, sseq: int, delay: int) -> None:
-        if sseq not in self.pending:
+    def _nak(self, sseq: int, dseq: int, dc: str, arg: bytes) -> None:
+        """-NAK: redeliver now or, with `{"delay": ns}` or a Go duration ("1.5s"), not before that delay.
+        A NAK of a delivery at or below the ack floor, or of a message no longer pending, is ignored."""
+        if dseq <= self.afloor_c or dseq > self.dseq + 1:
             return
-        if delay > 0:
-            self.pending[sseq][1] = time.time_ns() - self.ack_wait + delay
+        p = self.pending.get(sseq)
+        if p is None:
+            return
+        self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_NAKED.{self.stream.name}.{self.name}", {
+            "type": "io.nats.jetstream.advisory.v1.nak", "stream": self.stream.name, "consumer": self.name,
+            "consumer_seq": dseq, "stream_seq": sseq, "deliveries": int(dc) if dc.isdigit() else 0})
+        delay: int | None = None
+        if arg:
+            try:
+                if arg[:1] == b"{":
+                    d = _dec.decode(arg)
+                    v = d.get("delay", 0) if isinstance(d, dict) else None
+                    delay = v if type(v) is int else None  # anything else: a plain NAK, as nats-server
+                else:
+                    from edged.config import parse_duration
+                    delay = int(parse_duration(arg.decode()) * NS)
+            except (msgspec.DecodeError, ValueError, UnicodeDecodeError):
+                delay = None
+        if delay is not None:
+            # due `delay` from now: pending since now - ack_wait + delay, and checked right then
+            if sseq in self._redeliver_set:
+                self._redeliver_set.discard(sseq)
+                self.redeliver.remove(sseq)
+            p[1] = time.time_ns() - self.ack_wait + delay
+            self.loop.call_later(max(0.0, delay / NS) + 0.002, self._scan_pending)
             return
         if sseq not in self._redeliver_set:
             self.redeliver.append(sseq)
@@ -1173,6 +1124,15 @@ class Consumer:
         return max(0.05, min(1.0, self.ack_wait / NS / 4))
 
     def _check_acks(self) -> None:
+        if self.closed:
+            return
+        self._scan_pending()
+        self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
+
+    def _scan_pending(self) -> None:
+        """Queue for redelivery what has waited ack_wait (or its backoff) unacked. A message delivered
+        max_deliver times leaves pending when its redelivery comes up (see `_next_msg`), as in
+        nats-server; with max_deliver 1 right here."""
         if self.closed:
             return
         if self._ackq:
@@ -1186,22 +1146,33 @@ class Consumer:
                 if now - t >= wait and s not in self._redeliver_set:
                     due.append(s)
             for s in sorted(due):
-                if self.max_deliver > 0 and self.rdc.get(s, 1) >= self.max_deliver:
-                    continue  # delivered max times: stays pending, never sent again
+                if self.max_deliver == 1:
+                    self._max_delivered(s, 1)
+                    continue
                 self.redeliver.append(s)
                 self._redeliver_set.add(s)
             if due:
                 self.kick()
-        self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
+
+    def _max_delivered(self, sseq: int, deliveries: int) -> None:
+        """A message delivered max_deliver times and not acked: out of pending, never sent again, still
+        counted as redelivered; the ack floor stays (nats-server moves it only with a later ack)."""
+        if self.pending.pop(sseq, None) is None:
+            return
+        self.rdc[sseq] = deliveries
+        self._save()
+        self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {
+            "type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": self.stream.name,
+            "consumer": self.name, "stream_seq": sseq, "deliveries": deliveries})
 
     # ------------------------------------------------------------------ life cycle
 
-    def _arm_inactive(self) -> None:
+    def _arm_inactive(self, delay_ns: int = 0) -> None:
         if not self.inactive:
             return
         if self._inactive_handle is not None:
             self._inactive_handle.cancel()
-        self._inactive_handle = self.loop.call_later(self.inactive / NS, self._inactive_check)
+        self._inactive_handle = self.loop.call_later((delay_ns or self.inactive) / NS, self._inactive_check)
 
     def _inactive_check(self) -> None:
         if self.closed:
@@ -1212,13 +1183,34 @@ class Consumer:
         if not self.push and self.waiting:
             self._arm_inactive()
             return
+        if not self.push and self.pending and self.ack != "none":
+            # a pull client may still be working on what it has: as nats-server, the threshold counts
+            # from the last ack deadline of what is pending
+            if self._ackq:
+                self._drain_acks()
+            now = time.time_ns()
+            last = 0
+            for s, (_, t) in self.pending.items():
+                wait = self.backoff[min(self.rdc.get(s, 1) - 1, len(self.backoff) - 1)] if self.backoff \
+                    else self.ack_wait
+                last = max(last, t + wait)
+            if last + self.inactive > now:
+                self._arm_inactive(last + self.inactive - now)
+                return
         self.js.loop_task(self.stream_delete_self())
 
     async def stream_delete_self(self) -> None:
+        """Removal for inactivity: a delete, advisory included."""
         if self.closed:
             return
         await self.stop(deleted=True)
         self.stream.remove_consumer(self.name)
+        self.delete_advisory()
+
+    def delete_advisory(self) -> None:
+        self.js.advisory(self.stream.jsa, f"CONSUMER.DELETED.{self.stream.name}.{self.name}", {
+            "type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": self.stream.name,
+            "consumer": self.name, "action": "delete"})
 
     async def stop(self, deleted: bool = False) -> None:
         if self.closed:
@@ -1264,12 +1256,14 @@ class Consumer:
             "stream_name": self.stream.name, "name": self.name, "created": rfc3339ns(self.created),
             "config": self.config, "delivered": delivered,
             "ack_floor": {"consumer_seq": self.afloor_c, "stream_seq": self.afloor_s},
-            "num_ack_pending": len(self.pending), "num_redelivered": len(self.rdc),
+            "num_ack_pending": len(self.pending),
+            # max_deliver 1 never redelivers: nats-server reports none
+            "num_redelivered": len(self.rdc) if self.max_deliver != 1 else 0,
             "num_waiting": len(self.waiting), "num_pending": self.num_pending(),
-            "cluster": {"leader": self.js.server.server_name},
         }
-        if self.push:
-            out["push_bound"] = self._has_push_interest()
+        # nats-server reports `cluster` only for clustered consumers, `push_bound` only when true
+        if self.push and self._has_push_interest():
+            out["push_bound"] = True
         if self.paused_until and time.time_ns() < self.paused_until:
             out["paused"] = True
             out["pause_remaining"] = self.paused_until - time.time_ns()

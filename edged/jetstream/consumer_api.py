@@ -9,9 +9,22 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.jetstream.consumer import Consumer, check_update, normalize
+from edged.jetstream.api import _is_empty_request, _is_object_or_array
+from edged.jetstream.consumer import Consumer
+from edged.jetstream.consumer_config import (
+    EPHEMERAL_INACTIVE,
+    MAX_NAME,
+    _filters,
+    check_update,
+    decode_create,
+    decode_fields,
+    format_time,
+    normalize,
+    time_ns,
+)
 from edged.jetstream.errors import api_error
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns
+from edged.jetstream.stream import valid_asset_name
+from edged.sublist import subjects_overlap
 
 if TYPE_CHECKING:
     from edged.jetstream.engine import ApiRequest, JetStream
@@ -25,9 +38,13 @@ _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
 
 
-def _rtype(name: str) -> Any:
+def _rtype(name: str, arity: tuple[int, int] | None = None, err_fields: dict[str, Any] | None = None) -> Any:
+    """Handler attributes the engine reads: the response type, the token counts nats-server subscribes
+    with (other forms get no reply) and the fields its response struct marshals next to an error."""
     def deco(f: Any) -> Any:
         f.resp_type = T + name
+        f.arity = arity
+        f.err_fields = err_fields
         return f
     return deco
 
@@ -57,55 +74,98 @@ def _consumer(req: ApiRequest) -> tuple[Stream, Consumer]:
     return s, c
 
 
+def _doc(req: ApiRequest) -> Any:
+    """The request's JSON value of any type (nats-server words a non-object by its Go type)."""
+    if not req.data.strip():
+        return {}
+    try:
+        return _dec.decode(req.data)
+    except msgspec.DecodeError as e:
+        raise api_error("JSInvalidJSONErr", err=str(e)) from None
+
+
 def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
-    stream = _stream(req)
-    body = req.json()
-    if body.get("stream_name") and body["stream_name"] != stream.name:
+    """nats-server's jsConsumerCreateRequest: the same checks in the same order (the subject forms, then
+    the config defaults and checks, then create or update by `action`)."""
+    assert req.jsa is not None
+    r = decode_create(_doc(req))
+    cfg_in: dict[str, Any] = dict(r.get("config") or {})
+    action = r.get("action") or ""
+    tokens = req.tokens
+    legacy_ephemeral = len(tokens) == 1
+    name = (cfg_in.get("name") or "") if legacy_ephemeral else tokens[1]
+    subj_filter = ".".join(tokens[2:]) if len(tokens) > 2 and not durable_api else ""
+    durable = cfg_in.get("durable_name") or ""
+    if tokens[0] != (r.get("stream_name") or ""):
         raise api_error("JSStreamMismatchErr")
-    raw = body.get("config")
-    if not isinstance(raw, dict):
-        raise api_error("JSConsumerConfigRequiredErr")
-    cfg_in = dict(raw)
-    action = body.get("action") or ""
-    subj_name = req.tokens[1] if len(req.tokens) > 1 else ""
-    subj_filter = ".".join(req.tokens[2:]) if len(req.tokens) > 2 else ""
+    if "\\" in name or "/" in name:
+        raise api_error("JSConsumerNameContainsPathSeparatorsErr")
     if durable_api:
-        if not cfg_in.get("durable_name"):
+        if not durable:
             raise api_error("JSConsumerDurableNameNotSetErr")
-        if cfg_in["durable_name"] != subj_name:
+        if durable != name:
             raise api_error("JSConsumerDurableNameNotMatchSubjectErr")
-    elif subj_name:
-        for k in ("name", "durable_name"):
-            if cfg_in.get(k) and cfg_in[k] != subj_name:
-                raise api_error("JSConsumerDurableNameNotMatchSubjectErr")
-        cfg_in.setdefault("name", subj_name)
-        if subj_filter:
-            if cfg_in.get("filter_subjects"):
-                raise api_error("JSConsumerMultipleFiltersNotAllowed")
-            if cfg_in.get("filter_subject") and cfg_in["filter_subject"] != subj_filter:
-                raise api_error("JSConsumerCreateFilterSubjectMismatchErr")
-            cfg_in["filter_subject"] = subj_filter
-    name = cfg_in.get("name") or cfg_in.get("durable_name") or ""
+        cfg_in["name"] = name
+    elif not legacy_ephemeral:
+        if durable and durable != name:
+            raise api_error("JSConsumerDurableNameNotMatchSubjectErr")
+        cfg_in["name"] = name
+    if legacy_ephemeral and durable:
+        raise api_error("JSConsumerEphemeralWithDurableNameErr")
+    if subj_filter and cfg_in.get("filter_subjects"):
+        raise api_error("JSConsumerMultipleFiltersNotAllowed")
+    if subj_filter and (cfg_in.get("filter_subject") or "") != subj_filter:
+        raise api_error("JSConsumerCreateFilterSubjectMismatchErr")
+    if cfg_in.get("num_replicas", 0) > 1:
+        raise api_error("JSStreamReplicasNotSupportedErr")
+    stream = _stream(req)
     existing = stream.consumers.get(name) if name else None
-    cfg = normalize(cfg_in, stream, name_hint=name or _ephemeral_name())
-    name = cfg.get("name") or cfg.get("durable_name") or ""
     if existing is not None:
-        if existing.config == cfg:
-            return existing.info()
-        if action == "create":
+        # a create or update never changes the pause: that is CONSUMER.PAUSE's (an update stores it in UTC;
+        # a new consumer keeps the zone it was given)
+        cfg_in.pop("pause_until", None)
+        if existing.config.get("pause_until"):
+            cfg_in["pause_until"] = existing.config["pause_until"]
+    cfg = normalize(cfg_in, stream, req.jsa.limits.max_ack_pending)
+    if existing is not None:
+        if action == "create" and cfg != existing.config:
             raise api_error("JSConsumerAlreadyExists")
-        check_update(existing.config, cfg)
+        if stream.retention == "workqueue":
+            _wq_unique(stream, name, cfg)
+        check_update(existing.config, cfg, existing.push and existing._has_push_interest())
+        if cfg.get("pause_until"):
+            cfg["pause_until"] = format_time(time_ns(cfg["pause_until"]))
+        if not existing.config.get("durable_name") and not cfg.get("inactive_threshold"):
+            cfg = _with_inactive(cfg)  # an ephemeral keeps its default, as nats-server stamps it
         existing.update(cfg)
         return existing.info()
     if action == "update":
         raise api_error("JSConsumerDoesNotExist")
     mc = stream.config.get("max_consumers", -1)
+    lim = req.jsa.limits.max_consumers
+    if mc <= 0 or 0 < lim < mc:
+        mc = lim
     if mc > 0 and len(stream.consumers) >= mc:
         raise api_error("JSMaximumConsumersLimitErr")
-    assert req.jsa is not None
-    lim = req.jsa.limits.max_consumers
-    if lim >= 0 and req.jsa.consumer_count() >= lim:
-        raise api_error("JSMaximumConsumersLimitErr")
+    if stream.retention == "workqueue":
+        if cfg["ack_policy"] != "explicit":
+            raise api_error("JSConsumerWQRequiresExplicitAckErr")
+        if cfg["deliver_policy"] != "all":
+            raise api_error("JSConsumerWQConsumerNotDeliverAllErr")
+        if stream.consumers:
+            if not _filters(cfg):
+                raise api_error("JSConsumerWQMultipleUnfilteredErr")
+            _wq_unique(stream, name, cfg)
+    if durable and len(durable) > MAX_NAME:
+        raise api_error("JSConsumerNameTooLongErrF", max=MAX_NAME)
+    if not name:
+        name = _ephemeral_name()
+        while name in stream.consumers:
+            name = _ephemeral_name()
+    if not valid_asset_name(name):
+        raise api_error("JSConsumerBadDurableNameErr")
+    if not durable and not cfg.get("inactive_threshold"):
+        cfg = _with_inactive(cfg)
     created = time.time_ns()
     c = Consumer(stream, name, cfg, created)
     stream.add_consumer(c)
@@ -118,23 +178,50 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     return c.info()
 
 
-@_rtype("consumer_create_response")
+def _with_inactive(cfg: dict[str, Any]) -> dict[str, Any]:
+    """An ephemeral's config with nats-server's default inactive threshold, in its marshal order."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        if k == "num_replicas":
+            out["inactive_threshold"] = EPHEMERAL_INACTIVE
+        out[k] = v
+    return out
+
+
+def _wq_unique(stream: Stream, name: str, cfg: dict[str, Any]) -> None:
+    """nats-server's partitionUnique: a workqueue consumer's filters overlap no other consumer's."""
+    mine = _filters(cfg)
+    if not mine:
+        return
+    for other in stream.consumers.values():
+        if other.name == name:
+            continue
+        theirs = other.filters
+        if not theirs or any(subjects_overlap(a, b) for a in mine for b in theirs):
+            raise api_error("JSConsumerWQConsumerNotUniqueErr")
+
+
+@_rtype("consumer_create_response", (1, 1 << 16))
 def consumer_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=False)
 
 
-@_rtype("consumer_create_response")
+@_rtype("consumer_create_response", (2, 2))
 def consumer_durable_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=True)
 
 
-@_rtype("consumer_info_response")
+@_rtype("consumer_info_response", (2, 2))
 def consumer_info(req: ApiRequest) -> dict[str, Any]:
+    if not _is_empty_request(req.data):
+        raise api_error("JSNotEmptyRequestErr")
     return _consumer(req)[1].info()
 
 
-@_rtype("consumer_delete_response")
+@_rtype("consumer_delete_response", (2, 2))
 async def consumer_delete(req: ApiRequest) -> dict[str, Any]:
+    if not _is_empty_request(req.data):
+        raise api_error("JSNotEmptyRequestErr")
     stream, c = _consumer(req)
     await c.stop(deleted=True)
     stream.remove_consumer(c.name)
@@ -145,20 +232,30 @@ async def consumer_delete(req: ApiRequest) -> dict[str, Any]:
     return {"success": True}
 
 
-@_rtype("consumer_names_response")
-def consumer_names(req: ApiRequest) -> dict[str, Any]:
+def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
+    """The stream, its consumer names in order and the requested offset (clamped as nats-server does);
+    a body that is not a JSON object or array means no options."""
+    offset = 0
+    if _is_object_or_array(req.data):
+        offset = max(0, decode_fields(req.json(), {"offset": "int"}, "JSApiConsumersRequest").get("offset", 0))
     stream = _stream(req)
-    offset = max(0, int(req.json().get("offset") or 0))
     names = sorted(stream.consumers)
+    return stream, names, min(offset, len(names))
+
+
+_PAGED_ERR = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
+
+
+@_rtype("consumer_names_response", (1, 1), _PAGED_ERR)
+def consumer_names(req: ApiRequest) -> dict[str, Any]:
+    _, names, offset = _page(req)
     return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
             "consumers": names[offset:offset + NAMES_LIMIT]}
 
 
-@_rtype("consumer_list_response")
+@_rtype("consumer_list_response", (1, 1), _PAGED_ERR)
 def consumer_list(req: ApiRequest) -> dict[str, Any]:
-    stream = _stream(req)
-    offset = max(0, int(req.json().get("offset") or 0))
-    names = sorted(stream.consumers)
+    stream, names, offset = _page(req)
     return {"total": len(names), "offset": offset, "limit": LIST_LIMIT,
             "consumers": [stream.consumers[n].info() for n in names[offset:offset + LIST_LIMIT]]}
 
@@ -176,22 +273,27 @@ def consumer_next(req: ApiRequest) -> None:
     return None
 
 
-@_rtype("consumer_pause_response")
+_ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+@_rtype("consumer_pause_response", (2, 2), {"paused": False, "pause_until": _ZERO_TIME})
 def consumer_pause(req: ApiRequest) -> dict[str, Any]:
+    """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
+    until = ""
+    if _is_object_or_array(req.data):
+        until = decode_fields(req.json(), {"pause_until": "time"}, "JSApiConsumerPauseRequest").get(
+            "pause_until") or ""
     _, c = _consumer(req)
-    body = req.json()
-    until = body.get("pause_until") or ""
-    ns = parse_rfc3339(until) if until else 0
-    cfg = dict(c.config)
-    if ns and ns > time.time_ns():
-        cfg["pause_until"] = until
-    else:
-        cfg.pop("pause_until", None)
+    ns = time_ns(until) if until and until != _ZERO_TIME else 0
+    utc = format_time(ns) if ns else _ZERO_TIME
+    cfg = {k: v for k, v in c.config.items() if k != "pause_until"}
+    if ns:
+        cfg["pause_until"] = utc
     c.update(cfg)
-    paused = bool(ns and ns > time.time_ns())
-    out: dict[str, Any] = {"paused": paused, "pause_until": rfc3339ns(ns) if ns else "0001-01-01T00:00:00Z"}
-    if paused:
-        out["pause_remaining"] = ns - time.time_ns()
+    now = time.time_ns()
+    out: dict[str, Any] = {"paused": bool(ns) and ns > now, "pause_until": utc}
+    if out["paused"]:
+        out["pause_remaining"] = ns - now
     return out
 
 

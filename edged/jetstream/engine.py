@@ -430,6 +430,10 @@ class JetStream:
         except JSApiError as e:
             self._reply(acc, jsa, reply, {"error": e.to_dict()}, handler, e.counted_ok)
             return
+        except Exception as e:  # a handler bug must not take the client's connection down with it
+            log.exception("JetStream API handler failed")
+            self._reply(acc, jsa, reply, {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()}, handler)
+            return
         if inspect.isawaitable(res):
             t = asyncio.get_running_loop().create_task(self._finish(acc, jsa, reply, handler, res))
             self._tasks.add(t)
