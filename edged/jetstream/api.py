@@ -327,7 +327,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     flt = body.get("filter") or None
     purged = stream.store.purge(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
-    stream.notify_removed()
+    stream.notify_removed(purge=True)
     req.js.space_freed()
     return {"success": True, "purged": purged}
 
@@ -372,7 +372,7 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     st = stream.store
     if seq > 0 and st.delete(seq, erase=not body.get("no_erase")):
         await st.durable()
-        stream.notify_removed()
+        stream.notify_removed(seq=seq)
         req.js.space_freed()
         return {"success": True}
     # nats-server's file store tells "before the first / past the last" from "an interior gap"; its memory

@@ -247,9 +247,10 @@ class Consumer:
         self.pending = {int(k): list(v) for k, v in (s.get("p") or {}).items()}
         self.rdc = {int(k): int(v) for k, v in (s.get("r") or {}).items()}
         self._lps = None
-        # what was pending when we stopped is redelivered now (acked stays acked)
-        self.redeliver.extend(sorted(self.pending))
-        self._redeliver_set.update(self.pending)
+        # what was pending when we stopped is redelivered once its ack_wait (or backoff, or NAK delay) has
+        # run from its delivery, as nats-server does; acked stays acked
+        if self.pending:
+            self.loop.call_soon(self._scan_pending)
 
     def state_bytes(self) -> bytes:
         if self._ackq:
@@ -294,21 +295,31 @@ class Consumer:
             self._np += 1
         self.kick()
 
-    def on_removed(self, first_seq: int) -> None:
+    def on_removed(self, first_seq: int, purge: bool = False, seq: int = 0) -> None:
+        """See Stream.notify_removed: after a purge the consumer resumes past what it removed; other
+        removals leave its position alone and settle the pending messages they took as terminated."""
         if self._ackq:
             self._drain_acks()
         self._np = None
         self._buf.clear()
-        for s in [s for s in self.pending if s < first_seq]:
-            del self.pending[s]
-            self.rdc.pop(s, None)
+        pend = self.pending
+        gone = [s for s in pend if s < first_seq or s == seq] if pend else []
+        for s in gone:
+            dseq = pend.pop(s)[0]
+            deliveries = self.rdc.pop(s, 1)
+            if not purge:
+                self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", {
+                    "type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
+                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": s, "deliveries": deliveries,
+                    "reason": "Unacknowledged message was deleted"})
         if self.rdc:
             for s in [s for s in self.rdc if s < first_seq]:
                 del self.rdc[s]  # past max_deliver, now gone from the stream
-        if self.sseq < first_seq - 1:
+        if purge and self.sseq < first_seq - 1:
             self.sseq = first_seq - 1
-        if self.afloor_s < first_seq - 1 and not self.pending:
-            self.afloor_s = first_seq - 1
+        if gone or (purge and self.afloor_s < first_seq - 1):
+            self._advance_floor()
+            self._save()
 
     def is_acked(self, seq: int) -> bool:
         if self._ackq:
@@ -1114,6 +1125,7 @@ class Consumer:
                 self._redeliver_set.discard(sseq)
                 self.redeliver.remove(sseq)
             p[1] = time.time_ns() - self.ack_wait + delay
+            self._save()  # the delay outlives a restart, as on nats-server
             self.loop.call_later(max(0.0, delay / NS) + 0.002, self._scan_pending)
             return
         if sseq not in self._redeliver_set:

@@ -408,7 +408,7 @@ class Stream:
         if msg_id:
             self.dedupe[msg_id] = (seq, ts)
         self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
-        removed = 0
+        removed = gone = 0
         if rollup == "sub":
             removed += store.purge(subject, keep=1)
         elif rollup == "all":
@@ -427,6 +427,7 @@ class Stream:
             if n == 2 and prev is not None:
                 store.delete_known(prev[0], subject, prev[1])
                 removed += 1
+                gone = prev[0]
             elif n > 1:
                 removed += store.trim_subject(subject, 1)
         elif self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
@@ -437,7 +438,7 @@ class Stream:
             if self.max_bytes > 0 and store.bytes > self.max_bytes:
                 removed += store.trim_bytes(self.max_bytes)
         if removed:
-            self.notify_removed()
+            self.notify_removed(seq=gone)
         for c in self.consumers.values():
             c.on_msg(seq, subject)
         if self.republish is not None:
@@ -514,12 +515,15 @@ class Stream:
         if self.store.delete(seq):
             self.notify_removed()
 
-    def notify_removed(self) -> None:
+    def notify_removed(self, purge: bool = False, seq: int = 0) -> None:
+        """Messages left the stream. A purge moves the consumers past what it removed; any other removal
+        (limits, age, a delete, retention) settles the pending messages it took as terminated, as
+        nats-server does. `seq`: the one interior message removed, when known."""
         first = self.store.state().first_seq if self.consumers else 0
         for c in self.consumers.values():
             f = getattr(c, "on_removed", None)
             if f is not None:
-                f(first)
+                f(first, purge, seq)
 
     # ------------------------------------------------------------------ upkeep
 
