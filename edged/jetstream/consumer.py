@@ -126,7 +126,8 @@ class Consumer:
         self.rdc: dict[int, int] = {}  # sseq -> deliveries
         self.redeliver: deque[int] = deque()
         self.waiting: deque[PullRequest] = deque()
-        self.last_active = 0
+        self.last_active = 0  # any sign of life (deliveries, acks, requests): inactivity and heartbeats
+        self.last_delivered = self.last_ack = 0  # what consumer info reports, as nats-server
         self.fc_pending: str | None = None  # reply subject of the unanswered flow control request
         self.fc_bytes = 0  # bytes delivered and not yet covered by an answered request
         self.fc_sz = 0  # what the answer to fc_pending covers
@@ -439,7 +440,7 @@ class Consumer:
             if self.fc_stalled:
                 break
         if n:
-            self.last_active = time.time_ns()
+            self.last_active = self.last_delivered = time.time_ns()
             self._arm_inactive()
             self._save()
         if not self.push and self.waiting:
@@ -974,7 +975,7 @@ class Consumer:
                     self.ic.publish(reply, b"")
             else:
                 self.ic.publish(reply, b"")
-        self.last_active = time.time_ns()
+        self.last_active = self.last_ack = time.time_ns()
         # an ack can only unblock delivery when acks were what held it back
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and len(self.pending) + 1 >= self.max_ack_pending):
@@ -1016,7 +1017,7 @@ class Consumer:
                 if self.stream.retention != "limits":
                     for sseq in acked:
                         self.stream.ack_msg(sseq)
-        self.last_active = time.time_ns()
+        self.last_active = self.last_ack = time.time_ns()
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and len(self.pending) + 1 >= self.max_ack_pending):
             self.kick()
@@ -1262,12 +1263,14 @@ class Consumer:
         if self._ackq:
             self._drain_acks()
         delivered: dict[str, Any] = {"consumer_seq": self.dseq, "stream_seq": self.sseq}
-        if self.last_active and self.dseq:
-            delivered["last_active"] = rfc3339ns(self.last_active)
+        if self.last_delivered and self.dseq:
+            delivered["last_active"] = rfc3339ns(self.last_delivered)
+        floor: dict[str, Any] = {"consumer_seq": self.afloor_c, "stream_seq": self.afloor_s}
+        if self.last_ack:
+            floor["last_active"] = rfc3339ns(self.last_ack)
         out: dict[str, Any] = {
             "stream_name": self.stream.name, "name": self.name, "created": rfc3339ns(self.created),
-            "config": self.config, "delivered": delivered,
-            "ack_floor": {"consumer_seq": self.afloor_c, "stream_seq": self.afloor_s},
+            "config": self.config, "delivered": delivered, "ack_floor": floor,
             "num_ack_pending": len(self.pending),
             # max_deliver 1 never redelivers: nats-server reports none
             "num_redelivered": len(self.rdc) if self.max_deliver != 1 else 0,
