@@ -65,6 +65,9 @@ class Deferred:
 
     active = False
     work: list[Callable[[], None]] = []
+    # the client connection whose read is being processed (set with `active`): the JetStream API audit
+    # advisory names the client a request came from, as nats-server's does
+    origin: Any = None
 
     @classmethod
     def run(cls) -> None:
@@ -76,6 +79,22 @@ class Deferred:
                     fn()
                 except Exception:
                     log.exception("deferred work failed")
+
+
+class Declined:
+    """A request that reached only a receiver that turned it down: a consumer subscribes to
+    `$JS.ACK.<stream>.<consumer>.>` (one memo entry routes all its acks) where nats-server takes exactly
+    nine tokens, so an ack subject of another shape reaches nobody there and a request gets "no
+    responders". The receiver notes (subject, reply) while it is being routed; the publishing client
+    checks it only for a delivered request, so plain acks pay nothing."""
+
+    last: tuple[str, str] | None = None
+
+    @classmethod
+    def take(cls, subject: str, reply: str) -> bool:
+        """Was this request (just routed) turned down? Clears the note either way."""
+        last, cls.last = cls.last, None
+        return last is not None and last[0] == subject and last[1] == reply
 
 
 class InternalClient:

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edged import protocol as P
-from edged.accounts import Account, Deferred, Subscription
+from edged.accounts import Account, Declined, Deferred, Subscription
 from edged.log import TRACE, log
 
 if TYPE_CHECKING:
@@ -145,6 +145,7 @@ class ClientConnection(asyncio.Protocol):
         events = self.parser.feed(data)
         if events:
             Deferred.active = True
+            Deferred.origin = self
             try:
                 self.process(events)
                 # flush what this read produced now rather than a loop turn later: lower request latency,
@@ -156,6 +157,7 @@ class ClientConnection(asyncio.Protocol):
                     srv.flush_now()
             finally:
                 Deferred.active = False
+                Deferred.origin = None
                 if Deferred.work:
                     # what could wait for the output (a consumer's acks) is done while the client reads it
                     Deferred.run()
@@ -227,6 +229,9 @@ class ClientConnection(asyncio.Protocol):
             safe = {k: ("[REDACTED]" if k in ("pass", "auth_token", "sig", "jwt") else v) for k, v in opts.items()}
             log.log(TRACE, "%s:%d - cid:%d - <<- [CONNECT %s]", self.host, self.port, self.cid, safe)
         self.connect_opts = opts
+        if not self.rtt:
+            # nats-server's first estimate until a PING is answered: the time from accept to CONNECT
+            self.rtt = max(time.time() - self.start, 1e-9)
         self.verbose = bool(opts.get("verbose", True))  # nats-server defaultOpts: verbose and pedantic on
         self.pedantic = bool(opts.get("pedantic", True))
         self.echo = bool(opts.get("echo", True))
@@ -295,7 +300,11 @@ class ClientConnection(asyncio.Protocol):
             return
         reply_b = reply.encode("utf-8", "surrogateescape") if reply else b""
         subject_b = subject.encode("utf-8", "surrogateescape")
-        if not acc.route(subject, subject_b, reply_b, hdr, payload, self) and reply and self.no_responders:
+        if acc.route(subject, subject_b, reply_b, hdr, payload, self):
+            # delivered: unless only to a receiver that turned it down (see Declined)
+            if not reply or Declined.last is None or not Declined.take(subject, reply):
+                return
+        if reply and self.no_responders:
             for sub in self.subs.values():
                 if sub.queue is None and _matches(sub.subject, reply):
                     self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))

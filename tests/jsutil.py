@@ -1,5 +1,6 @@
 """Helpers shared by the JetStream tests: run a coroutine with a deadline, a nats-py session, the
-(err_code, description) of a failed JetStream call, and a wire script's replies from both servers."""
+(err_code, description) of a failed JetStream call, a wire script's replies from both servers, and
+collecting what comes back to requests (ack replies, statuses)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import tempfile
 from typing import Any
 
 import nats
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError
 
 from tests.servers import ServerProcess
@@ -48,3 +50,43 @@ def replies_of_both(scenario: Any, prefix: str) -> dict[str, list[Any]]:
         finally:
             p.stop()
     return res
+
+
+async def drain(sub: Any, wait: float = 0.3, limit: int = 200) -> list[Any]:
+    """Whatever `sub` gets until it has been quiet for `wait` seconds (bounded)."""
+    out = []
+    for _ in range(limit):
+        try:
+            out.append(await sub.next_msg(wait))
+        except NatsTimeout:
+            break
+    return out
+
+
+class Probe:
+    """Publishes with a reply subject of its own, then tells for each what came back: the empty ack reply
+    (b""), a status such as "503" (no responders), or "none"."""
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self.inbox = nc.new_inbox()
+        self.sub: Any = None
+        self.keys: list[str] = []
+
+    async def start(self) -> Probe:
+        self.sub = await self.nc.subscribe(self.inbox + ".*")
+        return self
+
+    async def send(self, key: str, subject: str, payload: bytes = b"") -> None:
+        self.keys.append(key)
+        await self.nc.publish(subject, payload, reply=f"{self.inbox}.{len(self.keys)}")
+
+    async def collect(self) -> dict[str, Any]:
+        await self.nc.flush()
+        got: dict[str, Any] = {}
+        for m in await drain(self.sub, 0.4):
+            key = self.keys[int(m.subject.rsplit(".", 1)[1]) - 1]
+            got[key] = (m.headers or {}).get("Status") or m.data
+        out = {k: got.get(k, "none") for k in self.keys}
+        self.keys = []
+        return out

@@ -14,7 +14,7 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.jsutil import run, session
+from tests.jsutil import Probe, drain, run, session
 from tests.servers import ServerProcess
 
 
@@ -48,46 +48,6 @@ async def sync(nc: Any, m: Any, payload: bytes = b"") -> bytes:
     """An ack of `m` with a reply: done once the reply is in (nats-server takes acks on a queue of its
     own, so a plain publish may still be in flight when the next request is served)."""
     return (await nc.request(m.reply, payload, timeout=2)).data  # type: ignore[no-any-return]
-
-
-async def drain(sub: Any, wait: float = 0.3) -> list[Any]:
-    """Whatever `sub` gets until it has been quiet for `wait` seconds (bounded: 200 messages)."""
-    out = []
-    for _ in range(200):
-        try:
-            out.append(await sub.next_msg(wait))
-        except NatsTimeout:
-            break
-    return out
-
-
-class Probe:
-    """Publishes acks with a reply subject of their own, then tells for each what came back: the empty
-    ack reply (b""), a status such as "503" (no responders), or "none"."""
-
-    def __init__(self, nc: Any) -> None:
-        self.nc = nc
-        self.inbox = nc.new_inbox()
-        self.sub: Any = None
-        self.keys: list[str] = []
-
-    async def start(self) -> Probe:
-        self.sub = await self.nc.subscribe(self.inbox + ".*")
-        return self
-
-    async def send(self, key: str, subject: str, payload: bytes = b"") -> None:
-        self.keys.append(key)
-        await self.nc.publish(subject, payload, reply=f"{self.inbox}.{len(self.keys)}")
-
-    async def collect(self) -> dict[str, Any]:
-        await self.nc.flush()
-        got: dict[str, Any] = {}
-        for m in await drain(self.sub, 0.4):
-            key = self.keys[int(m.subject.rsplit(".", 1)[1]) - 1]
-            got[key] = (m.headers or {}).get("Status") or m.data
-        out = {k: got.get(k, "none") for k in self.keys}
-        self.keys = []
-        return out
 
 
 def test_ack_replies_double_ack_and_bad_acks(js_server: ServerProcess) -> None:

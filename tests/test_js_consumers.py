@@ -242,7 +242,7 @@ def test_durable_resumes_after_restart() -> None:
     try:
         async def before(nc: Any, js: Any) -> None:
             await fill(js, 10)
-            psub = await js.pull_subscribe("s.>", durable="D", config=ConsumerConfig(ack_wait=1.5))
+            psub = await js.pull_subscribe("s.>", durable="D", config=ConsumerConfig(ack_wait=3))
             msgs = await psub.fetch(6, timeout=2)
             for m in msgs[:4]:
                 await m.ack_sync()
@@ -256,7 +256,7 @@ def test_durable_resumes_after_restart() -> None:
             psub = await js.pull_subscribe_bind("D", "S")
             msgs: list[Any] = []
             t0 = time.monotonic()
-            while len(msgs) < 6 and time.monotonic() - t0 < 8:
+            while len(msgs) < 6 and time.monotonic() - t0 < 12:
                 try:
                     msgs += await psub.fetch(10, timeout=1)
                 except (TimeoutError, NatsTimeout):

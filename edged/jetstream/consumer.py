@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.accounts import Deferred
+from edged.accounts import Declined, Deferred
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
+from edged.jetstream.gojson import syntax_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns
 from edged.sublist import subject_matches
 from storage.base import StoredMsg
@@ -65,16 +66,80 @@ def go_duration(ns: int) -> str:
     return f"{sign}{out}{frac(rest, NS)}s"
 
 
+U64_MAX = 2**64 - 1
+
+
+def _ack_num(tok: str) -> int:
+    """A number of an ack subject as nats-server reads it: anything but decimal digits is -1, which it
+    then holds as an unsigned 64-bit value (so a NAK of `x` is answered, an ack of `x` is "beyond")."""
+    return int(tok) if tok.isascii() and tok.isdigit() else U64_MAX
+
+
 def _ack_seqs(toks: list[str]) -> tuple[int, int] | None:
     """(stream seq, consumer seq) from the tokens of `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>
-    .<ts>.<pending>`; None for a subject of another shape (ignored: nats-server subscribes to exactly these
-    nine tokens)."""
+    .<ts>.<pending>`; None for a subject of another shape (nats-server subscribes to exactly these nine
+    tokens: see `Consumer._wrong_shape`)."""
     if len(toks) != 9:
         return None
     try:
         return int(toks[5]), int(toks[6])
     except ValueError:
-        return None
+        return _ack_num(toks[5]), _ack_num(toks[6])
+
+
+# the fields of nats-server's pull request and their Go types (named in its type errors)
+_PULL_FIELDS = {"expires": "time.Duration", "batch": "int", "max_bytes": "int", "no_wait": "bool",
+                "idle_heartbeat": "time.Duration", "group": "string", "min_pending": "int64",
+                "min_ack_pending": "int64", "id": "string", "priority": "int"}
+_JSON_KIND = {str: "string", bool: "bool", list: "array", dict: "object"}
+
+
+def _pull_fields(body: bytes) -> dict[str, Any] | str:
+    """A JSON pull request's known fields, or the error nats-server puts after "Bad Request - ": the text
+    of Go's syntax error (see gojson) or type error. Keys match case-insensitively and a later key wins, as
+    in Go's decoder."""
+    try:
+        r = _dec.decode(body)
+    except msgspec.DecodeError:
+        return syntax_error(body) or "invalid JSON"
+    if not isinstance(r, dict):
+        return "invalid JSON"
+    out: dict[str, Any] = {}
+    for k, v in r.items():
+        name = k if k in _PULL_FIELDS else k.lower()
+        gotype = _PULL_FIELDS.get(name)
+        if gotype is None or v is None:
+            continue
+        if gotype == "string":
+            ok = type(v) is str
+        elif gotype == "bool":
+            ok = type(v) is bool
+        else:
+            ok = type(v) is int and -(2**63) <= v < 2**63
+        if not ok:
+            if type(v) in (int, float) and gotype != "string" and gotype != "bool":
+                # a number that is no Go integer: named with its literal text (1.5, 1e2, ...)
+                kind = "number " + _number_text(body, k)
+            else:
+                kind = _JSON_KIND.get(type(v), "number")
+            return f"json: cannot unmarshal {kind} into Go struct field .{name} of type {gotype}"
+        out[name] = v
+    return out
+
+
+def _number_text(body: bytes, key: str) -> str:
+    """The literal text of the number given for `key` in `body` (for Go's type error)."""
+    text = body.decode(errors="replace")
+    i = text.find(msgspec.json.encode(key).decode())
+    if i < 0:
+        return ""
+    j = text.find(":", i) + 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    k = j
+    while k < len(text) and text[k] in "+-.0123456789eE":
+        k += 1
+    return text[j:k]
 
 
 class SubjectBytes(dict[str, bytes]):
@@ -90,7 +155,7 @@ class SubjectBytes(dict[str, bytes]):
 
 class PullRequest:
     __slots__ = ("reply", "batch", "max_bytes", "expires", "no_wait", "heartbeat", "sent_bytes", "hb_handle",
-                 "received", "asked")
+                 "received", "asked", "sent_at")
 
     def __init__(self, reply: str, batch: int, max_bytes: int, expires: float, no_wait: bool, heartbeat: int) -> None:
         self.reply = reply
@@ -103,6 +168,7 @@ class PullRequest:
         self.sent_bytes = 0
         self.hb_handle: asyncio.TimerHandle | None = None
         self.received = time.time_ns()
+        self.sent_at = 0  # when a message last went to it: its heartbeat timer restarts from there
 
 
 class Consumer:
@@ -152,9 +218,14 @@ class Consumer:
         self._prefetching = False
         self._last_batch = 256  # how much a pull consumer's read-ahead reads
         self._redeliver_set: set[int] = set()
+        # the message right above the ack floor left pending unacked (max_deliver): acks do not move the
+        # floor until nothing is pending (see `_advance_floor`)
+        self._floor_stuck = False
         self._apply_config()
         if state:
             self._load_state(state)
+            below = self.afloor_c + 1  # restored: stuck if the message right above the floor left pending
+            self._floor_stuck = below <= self.dseq and all(p[0] != below for p in self.pending.values())
         else:
             self._initial_position()
         self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
@@ -588,6 +659,7 @@ class Consumer:
                 self._acked_on_delivery(sseq + 1, seq)
         if req is not None:
             req.batch -= sent
+            req.sent_at = now
             if req.batch <= 0:
                 self._end_request(self.waiting.popleft())
         return sent
@@ -679,6 +751,7 @@ class Consumer:
         else:
             route(req.reply, subj_b, reply_b, hdr, data, self.ic)
             req.batch -= 1
+            req.sent_at = time.time_ns()
             if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):
                 self._end_request(self.waiting.popleft())
                 if req.max_bytes and req.sent_bytes < req.max_bytes:
@@ -763,14 +836,10 @@ class Consumer:
         if body:
             if body.isdigit():
                 batch = int(body)
-            else:
-                try:
-                    r = _dec.decode(body)
-                except msgspec.DecodeError:
-                    self._status(reply, 400, "Bad Request")
-                    return
-                if not isinstance(r, dict):
-                    self._status(reply, 400, "Bad Request")
+            elif body[:1] == b"{":
+                r = _pull_fields(body)
+                if isinstance(r, str):
+                    self._status(reply, 400, f"Bad Request - {r}")
                     return
                 batch = int(r.get("batch") or 1)
                 max_bytes = int(r.get("max_bytes") or 0)
@@ -780,6 +849,7 @@ class Consumer:
                 if hb and hb * 2 > expires:  # no expiry at all is too short as well
                     self._status(reply, 400, "Bad Request - heartbeat value too large")
                     return
+            # anything else that is not a number asks for one message, as on nats-server
         if self.max_batch and batch > self.max_batch:
             self._status(reply, 409, f"Exceeded MaxRequestBatch of {self.max_batch}")
             return
@@ -886,7 +956,13 @@ class Consumer:
                 self._expire_handle = self.loop.call_at(at, self._expire_waiting)
 
     def _pull_heartbeat(self, req: PullRequest) -> None:
+        """A waiting request's idle heartbeat; as nats-server, each message sent to it restarts the
+        period, so the timer checks when the last one went out rather than being reset per message."""
         if self.closed or req not in self.waiting:
+            return
+        idle = time.time_ns() - req.sent_at
+        if idle < req.heartbeat:
+            req.hb_handle = self.loop.call_later((req.heartbeat - idle) / NS, self._pull_heartbeat, req)
             return
         items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
         self.ic.publish(req.reply, b"", "", make_headers(items, status=100, description="Idle Heartbeat"))
@@ -921,28 +997,27 @@ class Consumer:
         toks = subject.split(".")
         seqs = _ack_seqs(toks)
         if seqs is None:
+            if reply:
+                self._wrong_shape(subject, reply)
             return
         sseq, dseq = seqs
-        if payload:
-            body = payload.strip()
-            kind = body[:4]
-        else:
-            body = kind = b""  # the usual ack: an empty message
+        # the kinds as nats-server tells them apart: exact `+ACK`, `+OK`, `+WPI`; prefixes `+NXT`, `-NAK`,
+        # `+TERM`; anything else (`+ACK ` too) is only answered
         # nats-server answers a synchronous ack only where it took it: not one past what was delivered,
         # nor (but on a limits stream) one for stream sequence 0; the other kinds whenever sseq is set
         beyond = sseq > self.sseq and not self.fc
-        if not body or kind == b"+ACK" or body == b"+OK":
+        if not payload or payload == b"+ACK" or payload == b"+OK":
             if beyond or (not sseq and self.stream.retention != "limits"):
                 reply = ""
             else:
                 self._ack(sseq, dseq)
-        elif kind == b"+NXT":
+        elif payload.startswith(b"+NXT"):
             if not beyond:
                 self._ack(sseq, dseq)
             if reply:
-                self.next_request(reply, body[4:].strip())
+                self.next_request(reply, payload[4:].strip())
                 reply = ""
-        elif body.startswith(b"+TERM"):
+        elif payload.startswith(b"+TERM"):
             if beyond or (not sseq and self.stream.retention != "limits"):
                 reply = ""
             else:
@@ -950,16 +1025,16 @@ class Consumer:
             # the advisory goes out for any terminate, even of a message no longer pending
             adv: dict[str, Any] = {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
                                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-                                   "deliveries": int(toks[4]) if toks[4].isdigit() else 0}
-            reason = body[5:].strip()
+                                   "deliveries": _ack_num(toks[4])}
+            reason = payload[5:].strip()
             if reason:
                 adv["reason"] = reason.decode(errors="replace")
             self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", adv)
         elif not sseq:
             reply = ""
-        elif kind == b"-NAK":
-            self._nak(sseq, dseq, toks[4], body[4:].strip())
-        elif kind == b"+WPI":
+        elif payload.startswith(b"-NAK"):
+            self._nak(sseq, dseq, toks[4], payload[4:].strip())
+        elif payload == b"+WPI":
             p = self.pending.get(sseq)
             if p is not None:
                 p[1] = time.time_ns()
@@ -981,6 +1056,13 @@ class Consumer:
                                              and len(self.pending) + 1 >= self.max_ack_pending):
             self.kick()
 
+    def _wrong_shape(self, subject: str, reply: str) -> None:
+        """A request on an ack subject of another shape than nine tokens: nats-server has no subscription
+        for it, so its publisher gets "no responders" unless someone else took it (see Declined)."""
+        psubs, qgroups = self.ic.account.sublist.match(subject)
+        if not qgroups and all(s is self._ack_sub for s in psubs):
+            Declined.last = (subject, reply)
+
     def _drain_acks(self) -> None:
         """Process the queued plain acks, in order; whatever looks at pending state calls this first."""
         q = self._ackq
@@ -996,8 +1078,9 @@ class Consumer:
                 if seqs is not None:
                     ack(*seqs)
         else:
-            # _ack's explicit path for the lot: the floor depends only on what is left pending, so
-            # moving it once at the end ends where moving it after every ack would
+            # _ack's explicit path for the lot: the floor depends only on what is left pending (and on
+            # whether it is stuck, which acks do not change), so moving it once at the end ends where
+            # moving it after every ack would
             pend = self.pending
             rdc = self.rdc
             acked = []
@@ -1011,7 +1094,7 @@ class Consumer:
                     if rdc:
                         rdc.pop(sseq, None)
             if acked:
-                self._advance_floor()
+                self._advance_floor(True)
                 if not self._dirty:
                     self._save()
                 if self.stream.retention != "limits":
@@ -1035,7 +1118,7 @@ class Consumer:
             deliveries = rdc.pop(sseq, 1) if rdc else 1
             if sample and self.sample:
                 self._sample_ack(sseq, dseq, p, deliveries)
-            self._advance_floor()
+            self._advance_floor(True)
             if not self._dirty:
                 self._save()
             if self.stream.retention != "limits":
@@ -1079,12 +1162,18 @@ class Consumer:
                 "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
                 "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
 
-    def _advance_floor(self) -> None:
-        """Move the ack floor up to just below the lowest pending sequence; amortised O(1) per ack."""
+    def _advance_floor(self, ack: bool = False) -> None:
+        """Move the ack floor up to just below the lowest pending sequence; amortised O(1) per ack. For
+        an `ack`, as nats-server: only an ack of the message right above the floor moves it, so while
+        that one is gone unacked (max_deliver) the floor stays until nothing is pending. The floor is
+        otherwise always just below a pending message, so that is the only case where the two differ."""
         pend = self.pending
         if not pend:
             self.afloor_s = self.sseq
             self.afloor_c = self.dseq
+            self._floor_stuck = False
+            return
+        if ack and self._floor_stuck:
             return
         s = self.afloor_s + 1
         if len(pend) < 64 or s not in pend:
@@ -1096,6 +1185,7 @@ class Consumer:
         self.afloor_s = s - 1
         p = pend.get(s)
         self.afloor_c = p[0] - 1 if p is not None else self.dseq
+        self._floor_stuck = False
 
     def _nak(self, sseq: int, dseq: int, dc: str, arg: bytes) -> None:
         """-NAK: redeliver now or, with `{"delay": ns}` or a Go duration ("1.5s"), not before that delay.
@@ -1107,7 +1197,7 @@ class Consumer:
             return
         self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_NAKED.{self.stream.name}.{self.name}", {
             "type": "io.nats.jetstream.advisory.v1.nak", "stream": self.stream.name, "consumer": self.name,
-            "consumer_seq": dseq, "stream_seq": sseq, "deliveries": int(dc) if dc.isdigit() else 0})
+            "consumer_seq": dseq, "stream_seq": sseq, "deliveries": _ack_num(dc)})
         delay: int | None = None
         if arg:
             try:
@@ -1169,9 +1259,13 @@ class Consumer:
 
     def _max_delivered(self, sseq: int, deliveries: int) -> None:
         """A message delivered max_deliver times and not acked: out of pending, never sent again, still
-        counted as redelivered; the ack floor stays (nats-server moves it only with a later ack)."""
-        if self.pending.pop(sseq, None) is None:
+        counted as redelivered; the ack floor stays (nats-server moves it only with a later ack, and not
+        past this one while anything is pending)."""
+        p = self.pending.pop(sseq, None)
+        if p is None:
             return
+        if p[0] == self.afloor_c + 1:
+            self._floor_stuck = True
         self.rdc[sseq] = deliveries
         self._save()
         self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from edged.server import Server
 
 API_PREFIX = "$JS.API."
+AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
 RESERVE_NAME = "space.reserve"
 RESERVE_MAX = 8 * 1024 * 1024
 SPIN_NS = 200_000  # see JetStream.spin
@@ -420,28 +421,34 @@ class JetStream:
             return
         acc: Account = sub.conn.account
         jsa = self.accounts.get(acc.name)
+        # what the audit advisory reports: the request and the client it came from (the connection whose
+        # read is being processed; kept for a handler that answers later)
+        audit = (subject, payload, Deferred.origin)
         if jsa is None:
             if getattr(handler, "resp_type", ""):  # JSON APIs say so; a direct get has no one listening
-                self._reply(acc, None, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()}, handler)
+                self._reply(acc, None, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()}, handler,
+                            audit=audit)
             return
         req = ApiRequest(self, acc, jsa, subject, tokens, reply, hdr, payload)
         try:
             res = handler(req)
         except JSApiError as e:
-            self._reply(acc, jsa, reply, {"error": e.to_dict()}, handler, e.counted_ok)
+            self._reply(acc, jsa, reply, {"error": e.to_dict()}, handler, e.counted_ok, audit)
             return
         except Exception as e:  # a handler bug must not take the client's connection down with it
             log.exception("JetStream API handler failed")
-            self._reply(acc, jsa, reply, {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()}, handler)
+            self._reply(acc, jsa, reply, {"error": api_error("JSStreamGeneralErrorF", err=str(e)).to_dict()}, handler,
+                        audit=audit)
             return
         if inspect.isawaitable(res):
-            t = asyncio.get_running_loop().create_task(self._finish(acc, jsa, reply, handler, res))
+            t = asyncio.get_running_loop().create_task(self._finish(acc, jsa, reply, handler, res, audit))
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
         elif res is not None:
-            self._reply(acc, jsa, reply, res, handler)
+            self._reply(acc, jsa, reply, res, handler, audit=audit)
 
-    async def _finish(self, acc: Account, jsa: JSAccount, reply: str, handler: Any, aw: Any) -> None:
+    async def _finish(self, acc: Account, jsa: JSAccount, reply: str, handler: Any, aw: Any,
+                      audit: tuple[str, bytes, Any] | None = None) -> None:
         self.api_inflight += 1
         ok = False
         try:
@@ -460,13 +467,14 @@ class JetStream:
         finally:
             self.api_inflight -= 1
         if res is not None:
-            self._reply(acc, jsa, reply, res, handler, ok)
+            self._reply(acc, jsa, reply, res, handler, ok, audit)
 
     def _reply(self, acc: Account, jsa: JSAccount | None, reply: str, body: dict[str, Any], handler: Any,
-               counted_ok: bool = False) -> None:
+               counted_ok: bool = False, audit: tuple[str, bytes, Any] | None = None) -> None:
         """Send an API response: `type` first, as nats-server's structs marshal; an error reply also carries
         the fields its response struct always has (`total/offset/limit`, `purged`...). Counted afterwards,
-        so `$JS.API.INFO` reports the calls before itself, as nats-server does."""
+        so `$JS.API.INFO` reports the calls before itself, as nats-server does. What is counted is also
+        audited (`audit`: subject, request, client connection), when anyone listens."""
         rtype = getattr(handler, "resp_type", "")
         err = "error" in body
         if err:
@@ -475,11 +483,14 @@ class JetStream:
             body = {**head, **body, **extra} if extra else ({**head, **body} if head else body)
         elif rtype and "type" not in body:
             body = {"type": rtype, **body}
-        acc.internal.publish(reply, _encode(body))
+        resp = _encode(body)
+        acc.internal.publish(reply, resp)
         self.spin()
         if counted_ok:
             err = False
         if err or getattr(handler, "count_ok", True):
+            if audit is not None and acc.sublist.has_interest(AUDIT_SUBJECT):
+                self._audit(acc, audit, resp)
             self.api_total += 1
             if err:
                 self.api_errors += 1
@@ -487,6 +498,31 @@ class JetStream:
                 jsa.api_total += 1
                 if err:
                     jsa.api_errors += 1
+
+    def _audit(self, acc: Account, audit: tuple[str, bytes, Any], response: bytes) -> None:
+        """nats-server's API audit advisory (`io.nats.jetstream.advisory.v1.api_audit`) for an answered
+        API call, in its field order: the server, the client the request came from, the request subject
+        and body, the response as sent."""
+        subject, request, conn = audit
+        name = self.server.server_name
+        client: dict[str, Any] | None = None
+        if conn is not None and getattr(conn, "cid", None) is not None:
+            client = {"start": rfc3339ns(int(conn.start * 1e9)), "host": conn.host, "id": conn.cid,
+                      "acc": conn.account.name if conn.account is not None else ""}
+            for key, v in (("user", conn.user), ("name", conn.name), ("lang", conn.lang), ("ver", conn.version),
+                           ("rtt", int(conn.rtt * 1e9)), ("server", name), ("kind", conn.kind),
+                           ("client_type", "websocket" if conn.websocket else "nats")):
+                if v:
+                    client[key] = v
+        adv: dict[str, Any] = {"type": "io.nats.jetstream.advisory.v1.api_audit", "id": os.urandom(11).hex(),
+                               "timestamp": rfc3339ns(time.time_ns()), "server": name, "client": client,
+                               "subject": subject}
+        if request:
+            adv["request"] = request.decode("utf-8", "replace")
+        adv["response"] = response.decode("utf-8", "replace")
+        if self.domain:
+            adv["domain"] = self.domain
+        acc.internal.publish(AUDIT_SUBJECT, _encode(adv))
 
     def send_json(self, jsa: JSAccount, reply: str, body: dict[str, Any]) -> None:
         jsa.internal.publish(reply, _encode(body))

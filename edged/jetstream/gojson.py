@@ -1,0 +1,212 @@
+"""The text of the syntax error Go's encoding/json reports for a malformed document.
+
+nats-server puts it in status descriptions (a pull request's "Bad Request - invalid character 'b' looking
+for beginning of object key string"). It is only worked out once the document failed to parse, so the
+parsing itself stays msgspec's: this walks the bytes the way Go's scanner does until the first error,
+with the texts of the Go release nats-server 2.15 is built with (checked against it: any fault in a number
+is "in numeric literal", a bad escape is "invalid escape sequence", an incomplete document of any kind is
+"unexpected end of JSON input", the character is shown as the UTF-8 rune it starts).
+"""
+
+from __future__ import annotations
+
+_SPACE = b" \t\r\n"
+_DIGITS = b"0123456789"
+_HEX = b"0123456789abcdefABCDEF"
+_ESCAPES = b'bfnrt\\/"'
+_GO_ESC = {7: "\\a", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v"}
+
+
+def _quote_char(c: int, data: bytes = b"", i: int = -1) -> str:
+    """Go's quoteChar: the character at data[i] (byte `c`) as a single-quoted Go character literal; a
+    UTF-8 sequence is shown as its rune, a byte that starts none as \\xNN."""
+    if c >= 0x80 and i >= 0:
+        for n in (2, 3, 4):
+            try:
+                ch = data[i:i + n].decode()
+            except UnicodeDecodeError:
+                continue
+            return f"'{ch}'" if ch.isprintable() else f"'\\u{ord(ch):04x}'"
+        return f"'\\x{c:02x}'"
+    if c == 0x27:
+        return "'\\''"
+    if c == 0x22:
+        return "'\"'"
+    if c in _GO_ESC:
+        return f"'{_GO_ESC[c]}'"
+    if c < 0x20 or c == 0x7F:
+        return f"'\\x{c:02x}'"
+    ch = chr(c)
+    if c >= 0x80 and not ch.isprintable():
+        return f"'\\u{c:04x}'"
+    return f"'{ch}'"
+
+
+def syntax_error(data: bytes) -> str | None:
+    """Go's SyntaxError text for `data`, or None when Go's scanner finds the document well-formed."""
+    stack: list[str] = []  # "key" (object, expecting a key), "val" (object value), "arr" (array)
+    state = "value"
+    literal = b""  # the rest of true / false / null still expected
+    lit_name = ""
+    esc_u = 0
+    esc_at = 0
+    for i, c in enumerate(data):
+        while True:  # a state may hand the same byte on to the next one
+            if state == "value" or state == "value_or_empty" or state == "key_or_empty":
+                if c in _SPACE:
+                    break
+                if state == "value_or_empty" and c == 0x5D:  # ]
+                    stack.pop()
+                    state = "end"
+                    break
+                if state == "key_or_empty":
+                    if c == 0x7D:  # }
+                        stack.pop()
+                        state = "end"
+                        break
+                    state = "key"
+                    continue
+                if c == 0x7B:
+                    stack.append("key")
+                    state = "key_or_empty"
+                elif c == 0x5B:
+                    stack.append("arr")
+                    state = "value_or_empty"
+                elif c == 0x22:
+                    state = "str"
+                elif c == 0x2D:
+                    state = "neg"
+                elif c == 0x30:
+                    state = "zero"
+                elif 0x31 <= c <= 0x39:
+                    state = "int"
+                elif c in b"tfn":
+                    lit_name = {0x74: "true", 0x66: "false", 0x6E: "null"}[c]
+                    literal = lit_name[1:].encode()
+                    state = "lit"
+                else:
+                    return f"invalid character {_quote_char(c, data, i)} looking for beginning of value"
+                break
+            if state == "key":
+                if c in _SPACE:
+                    break
+                if c != 0x22:
+                    return f"invalid character {_quote_char(c, data, i)} looking for beginning of object key string"
+                state = "str"
+                break
+            if state == "str":
+                if c == 0x22:
+                    state = "end"
+                elif c == 0x5C:
+                    state, esc_at = "esc", i
+                elif c < 0x20:
+                    return f"invalid character {_quote_char(c, data, i)} in string"
+                break
+            if state == "esc":
+                if c in _ESCAPES:
+                    state = "str"
+                elif c == 0x75:
+                    state, esc_u = "escu", 0
+                else:
+                    return _bad_escape(data, esc_at, i)
+                break
+            if state == "escu":
+                if c not in _HEX:
+                    return _bad_escape(data, esc_at, i)
+                esc_u += 1
+                if esc_u == 4:
+                    state = "str"
+                break
+            if state == "lit":
+                if c != literal[0]:
+                    want = chr(literal[0])
+                    return f"invalid character {_quote_char(c, data, i)} in literal {lit_name} (expecting '{want}')"
+                literal = literal[1:]
+                if not literal:
+                    state = "end"
+                break
+            if state == "neg":
+                if c == 0x30:
+                    state = "zero"
+                elif 0x31 <= c <= 0x39:
+                    state = "int"
+                else:
+                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                break
+            if state == "int" and c in _DIGITS:
+                break
+            if state in ("int", "zero"):
+                if c == 0x2E:
+                    state = "dot"
+                    break
+                if c in b"eE":
+                    state = "exp"
+                    break
+                state = "end"
+                continue
+            if state == "dot":
+                if c not in _DIGITS:
+                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                state = "frac"
+                break
+            if state == "frac":
+                if c in _DIGITS:
+                    break
+                if c in b"eE":
+                    state = "exp"
+                    break
+                state = "end"
+                continue
+            if state == "exp":
+                state = "exp_sign"
+                if c in b"+-":
+                    break
+                continue
+            if state == "exp_sign":
+                if c not in _DIGITS:
+                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                state = "exp_digits"
+                break
+            if state == "exp_digits":
+                if c in _DIGITS:
+                    break
+                state = "end"
+                continue
+            # state "end": a value is complete
+            if c in _SPACE:
+                break
+            if not stack:
+                return f"invalid character {_quote_char(c, data, i)} after top-level value"
+            top = stack[-1]
+            if top == "key":
+                if c != 0x3A:
+                    return f"invalid character {_quote_char(c, data, i)} after object key"
+                stack[-1] = "val"
+                state = "value"
+            elif top == "val":
+                if c == 0x2C:
+                    stack[-1] = "key"
+                    state = "key"
+                elif c == 0x7D:
+                    stack.pop()
+                else:
+                    return f"invalid character {_quote_char(c, data, i)} after object key:value pair"
+            else:
+                if c == 0x2C:
+                    state = "value"
+                elif c == 0x5D:
+                    stack.pop()
+                else:
+                    return f"invalid character {_quote_char(c, data, i)} after array element"
+            break
+    # end of input: complete only after a whole top-level value (a number ends there too)
+    if state in ("int", "zero", "frac", "exp_digits", "end") and not stack:
+        return None
+    return "unexpected end of JSON input"
+
+
+def _bad_escape(data: bytes, start: int, i: int) -> str:
+    """A backslash escape that is none: its text up to the offending character (a \\u escape: all six)."""
+    end = start + 6 if data[start + 1:start + 2] == b"u" else i + 1
+    text = data[start:end].decode(errors="replace")
+    return f"invalid escape sequence `{text}` in string"
