@@ -413,8 +413,9 @@ class JetStream:
                 tokens = tokens[n:]
                 break
         # nats-server subscribes each API subject with its exact token count (`STREAM.INFO.*`, ...):
-        # anything else, and requests without a reply subject, get no response at all
-        if handler is None or not reply:
+        # anything else gets no response at all. A JSON API request without a reply subject is carried
+        # out all the same (and audited), only unanswered; a pull request or direct get needs one.
+        if handler is None or (not reply and not getattr(handler, "resp_type", "")):
             return
         arity = getattr(handler, "arity", None)
         if arity is not None and not (arity[0] <= len(tokens) <= arity[1] and all(tokens)):
@@ -484,8 +485,9 @@ class JetStream:
         elif rtype and "type" not in body:
             body = {"type": rtype, **body}
         resp = _encode(body)
-        acc.internal.publish(reply, resp)
-        self.spin()
+        if reply:
+            acc.internal.publish(reply, resp)
+            self.spin()
         if counted_ok:
             err = False
         if err or getattr(handler, "count_ok", True):
