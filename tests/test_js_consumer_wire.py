@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from typing import Any
 
 import nats
 import pytest
 
-from tests.jsutil import replies_of_both
+from tests.jsutil import replies_of_both, run, session
+from tests.servers import ServerProcess
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 TIME_KEYS = {"created", "ts", "last_active"}  # clock readings; every other time is the request's own
@@ -398,3 +400,22 @@ def test_script_covers_errors(replies: dict[str, list[Any]]) -> None:
     """The script is not all successes: it exercises a good spread of nats-server's consumer error codes."""
     codes = {r[2]["error"]["err_code"] for r in replies["nats-server"] if isinstance(r[2], dict) and "error" in r[2]}
     assert len(codes) >= 25, codes
+
+
+def test_priority_groups_are_refused_clearly() -> None:
+    """edged does not build nats-server 2.11's priority groups: a config asking for them is refused with a
+    clear error instead of being accepted and ignored."""
+    async def body(nc: Any, js: Any) -> dict[str, Any]:
+        await js.add_stream(name="PG", subjects=["pg"])
+        cfg = {"durable_name": "G", "ack_policy": "explicit", "priority_policy": "overflow",
+               "priority_groups": ["jobs"]}
+        r = await nc.request("$JS.API.CONSUMER.CREATE.PG.G", json.dumps({"stream_name": "PG", "config": cfg}).encode(),
+                             timeout=2)
+        return json.loads(r.data)  # type: ignore[no-any-return]
+
+    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")]).start()
+    try:
+        got = run(session(p, body))
+    finally:
+        p.stop()
+    assert got["error"] == {"code": 500, "err_code": 10012, "description": "priority groups are not supported by edged"}

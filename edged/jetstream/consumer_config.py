@@ -410,6 +410,9 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
             raise api_error("JSConsumerPriorityGroupWithPolicyNone")
         if c.get("priority_timeout", 0) > 0:
             raise api_error("JSConsumerPinnedTTLWithoutPriorityPolicyNone")
+    else:
+        # nats-server 2.11's pull priority groups (overflow, pinned client) are not built: refused, not ignored
+        raise api_error("JSConsumerCreateErrF", err="priority groups are not supported by edged")
 
 
 def _check_start(c: dict[str, Any]) -> None:
