@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from typing import Any
 
 import nats
@@ -90,3 +91,24 @@ class Probe:
         out = {k: got.get(k, "none") for k in self.keys}
         self.keys = []
         return out
+
+
+async def quiet(sub: Any, wait: float = 0.4, limit: float = 5.0) -> list[Any]:
+    """What arrives on `sub` until it has been quiet for `wait` seconds (`limit` seconds at most)."""
+    out = []
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            out.append(await sub.next_msg(wait))
+        except NatsTimeout:
+            break
+    return out
+
+
+async def exc_name(aw: Any) -> str:
+    """The class name of what `aw` raises ("no error" if nothing)."""
+    try:
+        await aw
+    except Exception as e:
+        return type(e).__name__
+    return "no error"

@@ -12,7 +12,7 @@ from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.jsutil import run, session
+from tests.jsutil import quiet, run, session
 from tests.servers import ServerProcess
 
 NS = 1_000_000_000
@@ -42,18 +42,6 @@ def status(m: Any) -> tuple[str, str, str | None, str | None]:
 
 def is_status(m: Any) -> bool:
     return not m.data and bool(m.headers) and "Status" in m.headers
-
-
-async def drain(sub: Any, wait: float, limit: float = 5.0) -> list[Any]:
-    """Everything that arrives on `sub` until it has been quiet for `wait` seconds (`limit` at most)."""
-    out = []
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        try:
-            out.append(await sub.next_msg(wait))
-        except NatsTimeout:
-            break
-    return out
 
 
 async def collect_for(sub: Any, secs: float) -> list[Any]:
@@ -130,7 +118,7 @@ def test_push_waits_for_interest(js_server: ServerProcess) -> None:
         before = await info(nc, "I", "PI")
         sub = await nc.subscribe(inbox)
         msgs = [await sub.next_msg(3) for _ in range(5)]
-        extra = await drain(sub, 0.3)
+        extra = await quiet(sub, 0.3)
         after = await info(nc, "I", "PI")
         await sub.unsubscribe()
         await nc.flush()
@@ -187,7 +175,7 @@ def test_push_flow_control(js_server: ServerProcess) -> None:
                     await nc.publish(m.reply, b"")
             else:
                 data += 1
-        tail = [m for m in await drain(sub, 0.3) if not is_status(m)]
+        tail = [m for m in await quiet(sub, 0.3) if not is_status(m)]
         return [events.index("FC"), events.count("D"), events[-1], fc_subject_ok, hb_ok or hbs, data, more_fc,
                 len(tail)]
 
@@ -211,7 +199,7 @@ def test_pull_max_bytes(js_server: ServerProcess) -> None:
         out: list[Any] = []
         # several small ones: stop when the next one would not fit
         sub = await pull(nc, "P", "SM", {"batch": 10, "max_bytes": 450, "expires": 2 * NS})
-        got = await drain(sub, 0.5)
+        got = await quiet(sub, 0.5)
         data = [m for m in got if not is_status(m)]
         sts = [status(m) for m in got if is_status(m)]
         out.append(len(data))
@@ -219,14 +207,14 @@ def test_pull_max_bytes(js_server: ServerProcess) -> None:
                             str(450 - sum(wire_size(m) for m in data)))] or sts)
         # batch fulfilled with bytes to spare
         sub = await pull(nc, "P", "SM", {"batch": 2, "max_bytes": 100000, "expires": 2 * NS})
-        got = await drain(sub, 0.5)
+        got = await quiet(sub, 0.5)
         data = [m for m in got if not is_status(m)]
         sts = [status(m) for m in got if is_status(m)]
         out.append(len(data))
         out.append(sts == [("409", "Batch Completed", "0", str(100000 - sum(wire_size(m) for m in data)))] or sts)
         # one larger than max_bytes: nothing is delivered, the request ends
         sub = await pull(nc, "P", "BIG", {"batch": 1, "max_bytes": 1000, "expires": 2 * NS})
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         out.append((await info(nc, "P", "BIG"))["delivered"]["stream_seq"])
         return out
 
@@ -259,17 +247,17 @@ def test_pull_idle_heartbeat_and_no_wait(js_server: ServerProcess) -> None:
         await m.ack()
         # a heartbeat needs an expiry at least twice as long
         sub = await pull(nc, "H", "C", {"batch": 1, "idle_heartbeat": NS // 4})
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         sub = await pull(nc, "H", "C", {"batch": 1, "expires": NS // 4, "idle_heartbeat": NS // 4})
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         # no_wait and nothing there: 404 at once
         sub = await pull(nc, "H", "C", {"batch": 5, "no_wait": True})
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         # no_wait: what there is, then 404
         for i in range(2):
             await js.publish("h", f"n{i}".encode())
         sub = await pull(nc, "H", "C", {"batch": 5, "no_wait": True})
-        got = await drain(sub, 0.5)
+        got = await quiet(sub, 0.5)
         out.append([m.data if not is_status(m) else status(m) for m in got])
         for m in got[:2]:
             await m.ack()
@@ -277,17 +265,17 @@ def test_pull_idle_heartbeat_and_no_wait(js_server: ServerProcess) -> None:
         sub = await pull(nc, "H", "C", {"batch": 5, "no_wait": True, "expires": 2 * NS})
         await asyncio.sleep(0.3)
         await js.publish("h", b"late")
-        got = await drain(sub, 0.5)
+        got = await quiet(sub, 0.5)
         out.append([m.data if not is_status(m) else status(m) for m in got])
         for m in got[:1]:
             await m.ack()
         sub = await pull(nc, "H", "C", {"batch": 5, "no_wait": True, "expires": NS // 2})
-        out.append([status(m) for m in await drain(sub, 1.0)])
+        out.append([status(m) for m in await quiet(sub, 1.0)])
         # expires without no_wait: what there is, then 408 at expiry with what is left of the batch
         for i in range(2):
             await js.publish("h", f"e{i}".encode())
         sub = await pull(nc, "H", "C", {"batch": 5, "expires": NS // 2})
-        got = await drain(sub, 1.0)
+        got = await quiet(sub, 1.0)
         out.append([m.data if not is_status(m) else status(m) for m in got])
         return out
 
@@ -316,9 +304,9 @@ def test_pull_request_limits(js_server: ServerProcess) -> None:
                                   ("L", "LIM2", {"batch": 1, "expires": 3 * NS}),
                                   ("L", "LIM", {"batch": 1, "max_bytes": 2000}), ("L", "PUSH", {"batch": 1})):
             sub = await pull(nc, stream, name, req)
-            out.append([status(m) for m in await drain(sub, 0.4)])
+            out.append([status(m) for m in await quiet(sub, 0.4)])
         sub = await pull(nc, "L", "LIM", {"batch": 3, "max_bytes": 1000, "expires": NS})
-        got = await drain(sub, 0.4)
+        got = await quiet(sub, 0.4)
         out.append([m.data if not is_status(m) else status(m)[0] for m in got][:1])
         return out
 
@@ -341,31 +329,31 @@ def test_pull_consumer_deleted_and_max_ack_pending(js_server: ServerProcess) -> 
         sub = await pull(nc, "D", "DEL", {"batch": 2, "expires": 10 * NS})
         await asyncio.sleep(0.2)
         await js.delete_consumer("D", "DEL")
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         # the same when the stream goes, consumer and all
         await js.add_stream(name="D2", subjects=["d2"])
         await create(nc, "D2", {"durable_name": "W", "ack_policy": "explicit"})
         sub = await pull(nc, "D2", "W", {"batch": 1, "expires": 10 * NS})
         await asyncio.sleep(0.2)
         await js.delete_stream("D2")
-        out.append([status(m) for m in await drain(sub, 0.5)])
+        out.append([status(m) for m in await quiet(sub, 0.5)])
         # max_ack_pending reached: a waiting request gets nothing (no status) until an ack makes room
         await create(nc, "D", {"durable_name": "MAP", "ack_policy": "explicit", "max_ack_pending": 2})
         sub = await pull(nc, "D", "MAP", {"batch": 5, "expires": NS})
-        got = await drain(sub, 1.5)
+        got = await quiet(sub, 1.5)
         out.append([m.data if not is_status(m) else status(m) for m in got])
         held = [m for m in got if not is_status(m)]
         sub = await pull(nc, "D", "MAP", {"batch": 1, "expires": 5 * NS})
-        quiet = await drain(sub, 0.5)
+        early = await quiet(sub, 0.5)
         await held[0].ack()
         m = await sub.next_msg(2)
-        out.append((len(quiet), m.data))
+        out.append((len(early), m.data))
         # no_wait while at max_ack_pending: no 404 while messages are pending; served after an ack
         sub = await pull(nc, "D", "MAP", {"batch": 1, "no_wait": True})
-        quiet = await drain(sub, 0.5)
+        early = await quiet(sub, 0.5)
         await held[1].ack()
-        got = await drain(sub, 0.5)
-        out.append((len(quiet), [m.data if not is_status(m) else status(m) for m in got]))
+        got = await quiet(sub, 0.5)
+        out.append((len(early), [m.data if not is_status(m) else status(m) for m in got]))
         ci = await info(nc, "D", "MAP")
         out.append((ci["num_ack_pending"], ci["num_waiting"], ci["num_pending"]))
         return out
@@ -414,8 +402,8 @@ def test_inactive_threshold(js_server: ServerProcess) -> None:
         for name in ("EPH", "DUR", "PEPH", "USED", "BOUND", "KEEP", "HELD"):
             d = await info(nc, "T", name)
             names.append((name, d.get("error", {}).get("err_code", "ok")))
-        deleted = sorted(json.loads(m.data)["consumer"] for m in await drain(adv, 0.3))
-        got_live = [m.data for m in await drain(live, 0.2)]
+        deleted = sorted(json.loads(m.data)["consumer"] for m in await quiet(adv, 0.3))
+        got_live = [m.data for m in await quiet(live, 0.2)]
         return [names, deleted, got_live, held_msg]
 
     got = run(session(js_server, body))
@@ -463,7 +451,7 @@ def test_advisories(js_server: ServerProcess) -> None:
         await js.delete_consumer("ADV", "C1")
         await js.delete_stream("ADV")  # C2 goes with it
         seen = []
-        for m in await drain(adv, 0.5):
+        for m in await quiet(adv, 0.5):
             d = json.loads(m.data)
             if d["type"] == "io.nats.jetstream.advisory.v1.api_audit":
                 continue  # audit of every API call: not emitted by edged (see report)
@@ -516,8 +504,8 @@ def test_pull_request_interest_and_max_waiting(js_server: ServerProcess) -> None
         subs = [await pull(nc, "W", "GONE", {"batch": 1, "expires": 3 * NS}) for _ in range(2)]
         extra = await pull(nc, "W", "GONE", {"batch": 1, "expires": 3 * NS})
         hb = await pull(nc, "W", "GONE", {"batch": 1, "expires": 3 * NS, "idle_heartbeat": NS})
-        out.append([status(m) for m in await drain(extra, 0.4)])
-        out.append([status(m) for m in await drain(hb, 0.4)])
+        out.append([status(m) for m in await quiet(extra, 0.4)])
+        out.append([status(m) for m in await quiet(hb, 0.4)])
         for s in subs:
             await s.unsubscribe()
         return out

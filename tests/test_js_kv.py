@@ -8,6 +8,7 @@ from typing import Any
 
 import nats
 
+from tests.jsutil import exc_name
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
@@ -24,14 +25,6 @@ async def session(server: ServerProcess, body: Any) -> Any:
         return await body(nc.jetstream())
     finally:
         await nc.close()
-
-
-async def exc_name(aw: Any) -> str:
-    try:
-        await aw
-    except Exception as e:
-        return type(e).__name__
-    return "no error"
 
 
 def test_kv_suite(js_server: ServerProcess) -> None:

@@ -7,16 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.jsutil import run, session
+from tests.jsutil import exc_name, run, session
 from tests.servers import ServerProcess
-
-
-async def exc_name(aw: Any) -> str:
-    try:
-        await aw
-    except Exception as e:
-        return type(e).__name__
-    return "no error"
 
 
 async def drain(w: Any) -> list[tuple[str, bytes, Any, int]]:

@@ -210,7 +210,8 @@ class Consumer:
         self._pace_handle: asyncio.TimerHandle | None = None
         self._pace_last_ts = 0
         self._pace_sent_at = 0.0
-        self._pace_bytes = 0
+        self._rl_tokens = 0.0  # rate_limit_bps: bytes that may go now (a token bucket, as nats-server's)
+        self._rl_at = 0.0
         self.paused_until = 0
         self._np: int | None = None  # cached num_pending; None = count again
         # read-ahead of the next messages after sseq: store.read_rows tuples (seq, subject, hdr, data, ts...)
@@ -262,6 +263,10 @@ class Consumer:
         self.max_expires = c.get("max_expires") or 0
         self.max_bytes_req = c.get("max_bytes") or 0
         self.rate_bps = int(c.get("rate_limit_bps") or 0)
+        # nats-server lets a burst of the largest message the stream (or else the server) takes go unpaced
+        mms = self.stream.max_msg_size
+        self._rl_burst = float(mms if mms > 0 else self.js.server.opts.max_payload)
+        self._rl_tokens, self._rl_at = self._rl_burst, time.monotonic()
         sf = str(c.get("sample_freq") or "").strip().rstrip("%")
         self.sample = min(100, max(0, int(sf))) / 100 if sf.isdigit() else 0.0
         self.replay_original = c["replay_policy"] == "original"
@@ -505,8 +510,11 @@ class Consumer:
                 break
             if paced:
                 self._pace_last_ts = m.ts
-                self._pace_sent_at = time.monotonic()
-                self._pace_bytes = len(m.data) + len(m.hdr or b"") + len(m.subject)
+                now = self._pace_sent_at = time.monotonic()
+                if self.rate_bps > 0:
+                    self._rl_tokens = min(self._rl_burst, self._rl_tokens + (now - self._rl_at) * self.rate_bps / 8) \
+                        - self._rate_size(m)
+                    self._rl_at = now
             n += 1
             if self.fc_stalled:
                 break
@@ -679,16 +687,25 @@ class Consumer:
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
-        timestamps, rate_limit_bps spaces messages by their size."""
-        if not self._pace_sent_at:
-            return 0.0
-        since = time.monotonic() - self._pace_sent_at
+        timestamps, rate_limit_bps holds a message until the token bucket has room for its size."""
+        now = time.monotonic()
         want = 0.0
-        if self.replay_original and self._pace_last_ts:
-            want = max(want, (m.ts - self._pace_last_ts) / NS)
+        if self.replay_original and self._pace_last_ts and self._pace_sent_at:
+            want = (m.ts - self._pace_last_ts) / NS - (now - self._pace_sent_at)
         if self.rate_bps > 0:
-            want = max(want, self._pace_bytes * 8 / self.rate_bps)
-        return want - since
+            rate = self.rate_bps / 8
+            tokens = min(self._rl_burst, self._rl_tokens + (now - self._rl_at) * rate)
+            short = self._rate_size(m) - tokens
+            if short > 0:
+                want = max(want, short / rate)
+        return want
+
+    def _rate_size(self, m: Any) -> float:
+        """What a delivery costs the rate limiter, as nats-server counts it: subject, ack reply (its
+        length estimated), headers and payload; capped at the burst, which nats-server never fills past
+        (a larger message would wait there forever)."""
+        sz = len(m.subject) + len(self._ack_prefix) + 2 * len(str(m.seq)) + 24 + len(m.hdr or b"") + len(m.data)
+        return min(sz, self._rl_burst)
 
     def _paced(self) -> None:
         self._pace_handle = None
@@ -994,6 +1011,7 @@ class Consumer:
             return
         if self._ackq:
             self._drain_acks()
+        held = len(self.pending)  # at max_ack_pending before this ack: delivery resumes if it freed a slot
         toks = subject.split(".")
         seqs = _ack_seqs(toks)
         if seqs is None:
@@ -1051,9 +1069,10 @@ class Consumer:
             else:
                 self.ic.publish(reply, b"")
         self.last_active = self.last_ack = time.time_ns()
-        # an ack can only unblock delivery when acks were what held it back
+        # an ack can only unblock delivery when acks were what held it back (ack_policy all: one ack may
+        # free many slots)
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
-                                             and len(self.pending) + 1 >= self.max_ack_pending):
+                                             and held >= self.max_ack_pending > len(self.pending)):
             self.kick()
 
     def _wrong_shape(self, subject: str, reply: str) -> None:
@@ -1071,6 +1090,7 @@ class Consumer:
         self._ackq = []
         if self.closed:
             return
+        held = len(self.pending)
         if self.ack != "explicit" or self.sample:
             ack = self._ack
             for subject in q:
@@ -1101,8 +1121,9 @@ class Consumer:
                     for sseq in acked:
                         self.stream.ack_msg(sseq)
         self.last_active = self.last_ack = time.time_ns()
+        # held back at the limit before these acks, and they freed a slot (one or many)
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
-                                             and len(self.pending) + 1 >= self.max_ack_pending):
+                                             and held >= self.max_ack_pending > len(self.pending)):
             self.kick()
 
     def _ack(self, sseq: int, dseq: int, sample: bool = True) -> None:
