@@ -200,6 +200,12 @@ class Stream(ABC):
             self._chunk_hint = 0
         return out
 
+    def metas(self, lo: int, hi: int, filter: FilterArg = None) -> list[Meta]:
+        """The live messages lo..hi matching the filter, without their payloads, taken whole first so the
+        caller may remove some of them as it goes."""
+        lo, hi = max(lo, self.first_seq), min(hi, self.last_seq)
+        return list(self._scan(lo, hi, compile_filter(filter), False, False)) if lo <= hi else []
+
     def read_rows(self, start: int, filter: FilterArg = None, limit: int = 256) -> list[tuple[Any, ...]]:
         """read_batch for a consumer's read-ahead: tuples that start (seq, subject, hdr, data, ts), as a
         StoredMsg does, but need not be StoredMsgs (a backend may skip building them)."""

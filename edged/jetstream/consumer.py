@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.accounts import Declined, Deferred
+from edged.config import parse_duration
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns
+from edged.monitor import go_duration
 from edged.sublist import subject_matches
 from storage.base import StoredMsg
 
@@ -39,31 +41,6 @@ EARLY_FRAMES = 32  # a big batch: these first frames are written at once, before
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
 
-
-
-def go_duration(ns: int) -> str:
-    """A duration as Go's time.Duration prints it (1.5s, 2m0s, 250ms): nats-server puts it in status texts."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-
-    def frac(v: int, unit: int) -> str:
-        whole, rest = divmod(v, unit)
-        if not rest:
-            return str(whole)
-        return f"{whole}." + f"{rest:0{len(str(unit)) - 1}d}".rstrip("0")
-
-    if ns < 1000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return f"{sign}{frac(ns, 1000)}\u00b5s"
-    if ns < NS:
-        return f"{sign}{frac(ns, 1_000_000)}ms"
-    h, rest = divmod(ns, 3600 * NS)
-    m, rest = divmod(rest, 60 * NS)
-    out = f"{h}h{m}m" if h else (f"{m}m" if m else "")
-    return f"{sign}{out}{frac(rest, NS)}s"
 
 
 U64_MAX = 2**64 - 1
@@ -385,10 +362,7 @@ class Consumer:
             dseq = pend.pop(s)[0]
             deliveries = self.rdc.pop(s, 1)
             if not purge:
-                self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", {
-                    "type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
-                    "consumer": self.name, "consumer_seq": dseq, "stream_seq": s, "deliveries": deliveries,
-                    "reason": "Unacknowledged message was deleted"})
+                self._terminated(dseq, s, deliveries, "Unacknowledged message was deleted")
         if self.rdc:
             for s in [s for s in self.rdc if s < first_seq]:
                 del self.rdc[s]  # past max_deliver, now gone from the stream
@@ -675,15 +649,8 @@ class Consumer:
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
         """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it
         goes once no other consumer wants it (nats-server does this as it delivers)."""
-        st = self.stream.store
-        while lo <= hi:
-            batch = st.read_batch(lo, self.flt, 256)
-            for m in batch:
-                if m.seq <= hi:
-                    self.stream.ack_msg(m.seq)
-            if not batch:
-                break
-            lo = batch[-1].seq + 1
+        for m in self.stream.store.metas(lo, hi, self.flt):
+            self.stream.ack_msg(m.seq)
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -1041,13 +1008,7 @@ class Consumer:
             else:
                 self._ack(sseq, dseq, sample=False)  # never redelivered; ack_policy all: what is below, too
             # the advisory goes out for any terminate, even of a message no longer pending
-            adv: dict[str, Any] = {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
-                                   "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-                                   "deliveries": _ack_num(toks[4])}
-            reason = payload[5:].strip()
-            if reason:
-                adv["reason"] = reason.decode(errors="replace")
-            self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", adv)
+            self._terminated(dseq, sseq, _ack_num(toks[4]), payload[5:].strip().decode(errors="replace"))
         elif not sseq:
             reply = ""
         elif payload.startswith(b"-NAK"):
@@ -1074,6 +1035,15 @@ class Consumer:
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and held >= self.max_ack_pending > len(self.pending)):
             self.kick()
+
+    def _terminated(self, dseq: int, sseq: int, deliveries: int, reason: str) -> None:
+        """The MSG_TERMINATED advisory (an empty reason is left out, as nats-server does)."""
+        adv: dict[str, Any] = {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": self.stream.name,
+                               "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+                               "deliveries": deliveries}
+        if reason:
+            adv["reason"] = reason
+        self.js.advisory(self.stream.jsa, f"CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}", adv)
 
     def _wrong_shape(self, subject: str, reply: str) -> None:
         """A request on an ack subject of another shape than nine tokens: nats-server has no subscription
@@ -1145,31 +1115,17 @@ class Consumer:
             if self.stream.retention != "limits":
                 self.stream.ack_msg(sseq)
             return
-        if ack == "none":
+        if ack != "all":
+            return  # ack_policy none takes no acks
+        # as nats-server: an ack at or below the floor (or past what was delivered) changes nothing, and
+        # the floor becomes the acked delivery itself, whatever was delivered after it
+        if dseq <= self.afloor_c or sseq <= self.afloor_s or sseq > self.sseq:
             return
-        if ack == "all":
-            # as nats-server: an ack at or below the floor (or past what was delivered) changes nothing,
-            # and the floor becomes the acked delivery itself, whatever was delivered after it
-            if dseq <= self.afloor_c or sseq <= self.afloor_s or sseq > self.sseq:
-                return
-            acked = [s for s in self.pending if s <= sseq]
-            for s in acked:
-                del self.pending[s]
-                self.rdc.pop(s, None)
-            self.afloor_c, self.afloor_s = dseq, sseq
-            self._save()
-            if self.stream.retention != "limits":
-                for s in acked:
-                    self.stream.ack_msg(s)
-            return
-        p = self.pending.pop(sseq, None)
-        if p is None:
-            return
-        deliveries = self.rdc.pop(sseq, 1)
-        acked = [sseq]
-        if sample and self.sample:
-            self._sample_ack(sseq, dseq, p, deliveries)
-        self._advance_floor()
+        acked = [s for s in self.pending if s <= sseq]
+        for s in acked:
+            del self.pending[s]
+            self.rdc.pop(s, None)
+        self.afloor_c, self.afloor_s = dseq, sseq
         self._save()
         if self.stream.retention != "limits":
             for s in acked:
@@ -1227,7 +1183,6 @@ class Consumer:
                     v = d.get("delay", 0) if isinstance(d, dict) else None
                     delay = v if type(v) is int else None  # anything else: a plain NAK, as nats-server
                 else:
-                    from edged.config import parse_duration
                     delay = int(parse_duration(arg.decode()) * NS)
             except (msgspec.DecodeError, ValueError, UnicodeDecodeError):
                 delay = None
@@ -1264,10 +1219,9 @@ class Consumer:
         if self.pending and self.ack != "none":
             now = time.time_ns()
             due = []
+            wait_for = self._wait_for
             for s, (_, t) in self.pending.items():
-                n = self.rdc.get(s, 1)
-                wait = self.backoff[min(n - 1, len(self.backoff) - 1)] if self.backoff else self.ack_wait
-                if now - t >= wait and s not in self._redeliver_set:
+                if now - t >= wait_for(s) and s not in self._redeliver_set:
                     due.append(s)
             for s in sorted(due):
                 if self.max_deliver == 1:
@@ -1277,6 +1231,12 @@ class Consumer:
                 self._redeliver_set.add(s)
             if due:
                 self.kick()
+
+    def _wait_for(self, sseq: int) -> int:
+        """How long a delivery of `sseq` waits for its ack: ack_wait, or the backoff step of its count."""
+        if not self.backoff:
+            return self.ack_wait
+        return self.backoff[min(self.rdc.get(sseq, 1) - 1, len(self.backoff) - 1)]
 
     def _max_delivered(self, sseq: int, deliveries: int) -> None:
         """A message delivered max_deliver times and not acked: out of pending, never sent again, still
@@ -1319,16 +1279,15 @@ class Consumer:
             now = time.time_ns()
             last = 0
             for s, (_, t) in self.pending.items():
-                wait = self.backoff[min(self.rdc.get(s, 1) - 1, len(self.backoff) - 1)] if self.backoff \
-                    else self.ack_wait
-                last = max(last, t + wait)
+                last = max(last, t + self._wait_for(s))
             if last + self.inactive > now:
                 self._arm_inactive(last + self.inactive - now)
                 return
-        self.js.loop_task(self.stream_delete_self())
+        self.js.loop_task(self.delete())
 
-    async def stream_delete_self(self) -> None:
-        """Removal for inactivity: a delete, advisory included."""
+    async def delete(self) -> None:
+        """Delete this consumer (the API's delete, or removal for inactivity): stopped, out of its stream,
+        the advisory sent."""
         if self.closed:
             return
         await self.stop(deleted=True)

@@ -18,12 +18,11 @@ from edged.jetstream.consumer_config import (
     check_update,
     decode_create,
     decode_fields,
-    format_time,
     normalize,
     time_ns,
 )
 from edged.jetstream.errors import api_error
-from edged.jetstream.stream import valid_asset_name
+from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
 if TYPE_CHECKING:
@@ -222,13 +221,8 @@ def consumer_info(req: ApiRequest) -> dict[str, Any]:
 async def consumer_delete(req: ApiRequest) -> dict[str, Any]:
     if not _is_empty_request(req.data):
         raise api_error("JSNotEmptyRequestErr")
-    stream, c = _consumer(req)
-    await c.stop(deleted=True)
-    stream.remove_consumer(c.name)
-    assert req.jsa is not None
-    req.js.advisory(req.jsa, f"CONSUMER.DELETED.{stream.name}.{c.name}", {
-        "type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": stream.name, "consumer": c.name,
-        "action": "delete"})
+    _, c = _consumer(req)
+    await c.delete()
     return {"success": True}
 
 

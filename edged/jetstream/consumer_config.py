@@ -11,11 +11,11 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.stream import valid_asset_name
+from edged.jetstream.stream import format_time, valid_asset_name
+from edged.monitor import go_duration
 from edged.protocol import is_valid_subject
 from edged.sublist import subject_matches
 
@@ -251,16 +251,6 @@ def go_time(value: str) -> tuple[int, str]:
     return secs * NS + frac, format_time(secs * NS + frac, offset)
 
 
-def format_time(ns: int, offset: int = 0) -> str:
-    """Go's RFC3339Nano: trailing zeros of the fraction dropped, the zone as parsed (UTC is `Z`)."""
-    secs, frac = divmod(ns, NS)
-    y, mo, d, h, mi, s = time.gmtime(secs + offset)[:6]
-    f = f"{frac:09d}".rstrip("0")
-    a = abs(offset)
-    zone = "Z" if offset == 0 else f"{'+' if offset > 0 else '-'}{a // 3600:02d}:{a % 3600 // 60:02d}"
-    return f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}" + (f".{f}" if f else "") + zone
-
-
 def time_ns(text: str) -> int:
     return go_time(text)[0]
 
@@ -377,7 +367,7 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
     if 0 < int(cl.get("max_ack_pending") or 0) < map_:
         raise api_error("JSConsumerMaxPendingAckExcessErrF", limit=cl["max_ack_pending"])
     if 0 < int(cl.get("inactive_threshold") or 0) < c.get("inactive_threshold", 0):
-        raise api_error("JSConsumerInactiveThresholdExcess", limit=_go_duration(int(cl["inactive_threshold"])))
+        raise api_error("JSConsumerInactiveThresholdExcess", limit=go_duration(int(cl["inactive_threshold"])))
     flt = c.get("filter_subject") or ""
     if flt and c.get("filter_subjects"):
         raise api_error("JSConsumerDuplicateFilterSubjects")
@@ -447,16 +437,6 @@ def _check_start(c: dict[str, Any]) -> None:
             raise not_set("start time")
         if seq != 0:
             raise bad("start sequence")
-
-
-def _go_duration(ns: int) -> str:
-    """Go's time.Duration String() for whole milliseconds and up (the limits texts)."""
-    if ns % NS == 0:
-        s = ns // NS
-        h, rem = divmod(s, 3600)
-        m, sec = divmod(rem, 60)
-        return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
-    return f"{ns / 1_000_000:g}ms"
 
 
 def check_update(old: dict[str, Any], new: dict[str, Any], bound: bool) -> None:

@@ -39,10 +39,17 @@ def rfc3339ns(ns: int) -> str:
     """Go's time.RFC3339Nano in UTC; 0 is Go's zero time, as nats-server prints for empty streams."""
     if ns <= 0:
         return "0001-01-01T00:00:00Z"
+    return format_time(ns)
+
+
+def format_time(ns: int, offset: int = 0) -> str:
+    """Go's RFC3339Nano: trailing zeros of the fraction dropped, the zone as given (UTC is `Z`)."""
     secs, frac = divmod(ns, NS)
-    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    y, mo, d, h, mi, s = time.gmtime(secs + offset)[:6]
     f = f"{frac:09d}".rstrip("0")
-    return f"{base}.{f}Z" if f else f"{base}Z"
+    a = abs(offset)
+    zone = "Z" if offset == 0 else f"{'+' if offset > 0 else '-'}{a // 3600:02d}:{a % 3600 // 60:02d}"
+    return f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}" + (f".{f}" if f else "") + zone
 
 
 def parse_rfc3339(text: str) -> int:
@@ -487,17 +494,10 @@ class Stream:
         """Interest retention, a consumer removed: what it had not acked (delivered or not) and no other
         consumer still wants goes, as nats-server scans from the removed consumer's ack floor."""
         st = self.store
-        state = st.state()
-        seq = max(getattr(gone, "afloor_s", 0) + 1, state.first_seq)
         removed = False
-        while seq <= state.last_seq:
-            batch = st.read_batch(seq, getattr(gone, "flt", None), 256)
-            if not batch:
-                break
-            for m in batch:
-                if not any(c._matches(m.subject) and not c.is_acked(m.seq) for c in self.consumers.values()):
-                    removed = st.delete(m.seq) or removed
-            seq = batch[-1].seq + 1
+        for m in st.metas(getattr(gone, "afloor_s", 0) + 1, st.last_seq, getattr(gone, "flt", None)):
+            if not any(c._matches(m.subject) and not c.is_acked(m.seq) for c in self.consumers.values()):
+                removed = st.delete(m.seq) or removed
         if removed:
             self.notify_removed()
 
