@@ -152,13 +152,18 @@ class ClientParser(Framer):
     OP_PUBS event (a device publishing a stream of readings is the common case): one event, one subject
     decode and, in the router, one match per run instead of per message."""
 
-    __slots__ = ("runs", "_lines")
+    __slots__ = ("runs", "_lines", "_hits", "_cold")
 
     def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024, runs: bool = False) -> None:
         super().__init__(max_control_line, max_payload)
         self.runs = runs
         # runs mode: PUB control lines seen before (a publisher repeats a few) -> their parsed fields
         self._lines: dict[bytes, tuple] = {}
+        # how often a line was found since the memo was last started over, and how many more new lines
+        # go unremembered: a client whose lines never repeat (every ack subject is new) fills the memo
+        # with lines nobody asks for again, so for a while new lines are only parsed
+        self._hits = 0
+        self._cold = 0
 
     def feed(self, data: bytes) -> list[tuple]:
         if self.dead:
@@ -176,6 +181,8 @@ class ClientParser(Framer):
         runs = self.runs
         lines = self._lines
         run: tuple = ()
+        hits = 0
+        cold = self._cold
         small = _SMALL_SIZES
         while pos < n:
             nl = find(b"\n", pos)
@@ -183,7 +190,7 @@ class ClientParser(Framer):
                 if n - pos > mcl + 8:
                     return self._fail(events, ERR_MAX_CONTROL_LINE)
                 break
-            if runs and find_at(b"PUB ", pos):
+            if runs and not cold and find_at(b"PUB ", pos):
                 # runs mode: every header-less PUB goes into a run (one message alone is a run of one)
                 line = buf[pos : nl + 1]
                 ent = lines.get(line)
@@ -191,12 +198,17 @@ class ClientParser(Framer):
                     ent = self._pub_line(line)
                     if len(ent) == 1:
                         return self._fail(events, ent[0])
+                    cold = self._cold
+                else:
+                    hits += 1
                 subject_b = ent[2]
                 reply_b = ent[3]
                 size = ent[4]
                 start = nl + 1
                 stop = start + size
                 if stop + 2 > n:
+                    self._hits += hits
+                    self._cold = cold
                     self._keep(buf, pos, stop + 2 - pos)
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
@@ -220,6 +232,12 @@ class ClientParser(Framer):
             end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
             if buf.startswith(b"PUB ", pos):
                 # fast path for the most common line: no op lookup, no intermediate slices
+                if cold:
+                    # runs mode, but the memo is not worth it for this client now: a while of plain parsing
+                    cold -= 1
+                    if not cold:
+                        lines.clear()
+                        self._hits = hits = self._cold = 0
                 if end - pos - 4 > mcl:
                     return self._fail(events, ERR_MAX_CONTROL_LINE)
                 args = buf[pos + 4 : end].split()
@@ -242,6 +260,7 @@ class ClientParser(Framer):
                 start = nl + 1
                 stop = start + size
                 if stop + 2 > n:
+                    self._cold = cold
                     self._keep(buf, pos, stop + 2 - pos)
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
@@ -358,6 +377,9 @@ class ClientParser(Framer):
             else:  # -ERR
                 append((OP_ERR, arg.decode("utf-8", "replace").strip().strip("'")))
         self._buf = buf[pos:] if pos < n else b""
+        if hits:
+            self._hits += hits
+        self._cold = cold
         return events
 
     def _pub_line(self, line: bytes) -> tuple:
@@ -381,11 +403,18 @@ class ClientParser(Framer):
         size = int(sz)
         if size > self.max_payload:
             return (ERR_MAX_PAYLOAD,)
+        ent = (args[0].decode("utf-8", "surrogateescape"), reply_b.decode("utf-8", "surrogateescape") if na == 3
+               else "", args[0], reply_b, size, b"\r\n" + line)
         lines = self._lines
         if len(lines) >= 256:
+            if self._hits < 256:
+                # fewer finds than lines remembered: new lines go unremembered for a while (the lines
+                # that did repeat stay)
+                self._cold = 4096
+                return ent
             lines.clear()
-        ent = lines[line] = (args[0].decode("utf-8", "surrogateescape"), reply_b.decode("utf-8", "surrogateescape"),
-                             args[0], reply_b, size, b"\r\n" + line)
+            self._hits = 0
+        lines[line] = ent
         return ent
 
     def _keep(self, buf: bytes, pos: int, need: int) -> None:

@@ -137,6 +137,11 @@ class Stream(ABC):
     def _drop_one(self, seq: int) -> None:
         """Remove the row (bookkeeping is done by the caller)."""
 
+    def _drop_later(self, seq: int) -> None:
+        """Remove a live message whose removal nobody waits on (a limit's, e.g. a KV bucket's previous
+        revision): a backend may make it durable after what is being appended now."""
+        self._drop_one(seq)
+
     @abstractmethod
     def _drop_range(self, lo: int, hi: int) -> None:
         """Remove every row with lo <= seq <= hi."""
@@ -328,9 +333,10 @@ class Stream(ABC):
 
     def delete_known(self, seq: int, subject: str, size: int) -> None:
         """Remove a message the caller knows is live, with its subject and stored size (`msg_size`):
-        a KV bucket replacing a key's previous value, without reading that value back first."""
+        a KV bucket replacing a key's previous value, without reading that value back first. It is a
+        limit's removal: see `_drop_later`."""
         self._check()
-        self._drop_one(seq)
+        self._drop_later(seq)
         self._forget(subject, size)
         if seq == self.first_seq:
             self._advance_first()

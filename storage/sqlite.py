@@ -459,6 +459,21 @@ class SQLiteStream(Stream):
         # Always hide it: a pending row may be committed (and leave the overlay) before this delete is.
         self._gone.add(seq)
 
+    def _drop_later(self, seq: int) -> None:
+        """The row goes in the commit after the one being gathered now (see `SQLiteStore._later`): a KV
+        put's commit, which its PubAck waits on, then writes the new row's pages only, not also those of
+        the previous revision. The last message goes the usual way: its removal must write the stream
+        row in the same commit."""
+        if seq >= self.last_seq:
+            self._drop_one(seq)
+            return
+        front = self._front
+        if front and front[0] <= seq <= front[-1]:
+            front.clear()
+        self._store._later.append((self._base + seq,))
+        self._pend.pop(seq, None)
+        self._gone.add(seq)
+
     def _drop_range(self, lo: int, hi: int) -> None:
         if self._front and hi >= self._front[0]:
             self._front.clear()
@@ -614,6 +629,10 @@ class SQLiteStore(Store):
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
+        # Limit removals (row keys) held out of the commit being gathered, which a publisher waits on,
+        # and committed right behind it (`_drop_later`). A crash between the two commits leaves those
+        # rows behind: still over the stream's limits, and removed again when the stream is restored.
+        self._later: list[tuple[int]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -787,8 +806,13 @@ class SQLiteStore(Store):
         b.metas = [(st.first_seq, st.last_seq, st.last_ts, sid) for sid, st in b.touched.items() if not st._dead]
         self._inflight = b
         assert self._loop is not None and self._exec is not None
-        if (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS
-                and not b.drops and not b.ranges and not b.creates):
+        inline = (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS
+                  and not b.drops and not b.ranges and not b.creates)
+        if self._later and not (inline and b.inserts):
+            # held back only from a small commit that publishers wait on; anything else takes them along
+            b.deletes += self._later
+            self._later = []
+        if inline:
             # A small batch without fsync costs less written here than the two thread hops of the
             # worker: this is what keeps a publisher that awaits each ack fast. fsync=always batches,
             # big ones and everything else go to the writer thread, off the loop.
@@ -806,6 +830,15 @@ class SQLiteStore(Store):
         c = self._wconn
         assert c is not None
         try:
+            if (len(b.inserts) + len(b.deletes) == 1 and not b.ranges and not b.creates and not b.drops
+                    and not b.configs and not b.meta_needed and not b.consumers):
+                # one row alone (a publisher awaiting each ack, the revision a KV put replaced): one
+                # statement in autocommit mode is the same transaction without two more statements
+                if b.inserts:
+                    c.execute(_INSERT, b.inserts[0])
+                else:
+                    c.execute(_DELETE_ONE, b.deletes[0])
+                return
             c.execute("BEGIN IMMEDIATE")
             for st in b.drops:  # first: a stream may be deleted and re-created under its name
                 c.execute("DELETE FROM streams WHERE id = ?", (st._sid,))
@@ -857,6 +890,11 @@ class SQLiteStore(Store):
                 self.on_commit(b.fut)
             if not b.fut.done():
                 b.fut.set_result(None)
+            if self._later and not self._closed:
+                # the removals held out of this commit go into the next one (started below)
+                nb = self._batch()
+                nb.deletes += self._later
+                self._later = []
             n = _pages_written(b)
             self._wal_pages += n
             self._since_restart += n
@@ -906,6 +944,7 @@ class SQLiteStore(Store):
         """Commit failed: the database rolled back. Fail this batch and everything queued behind it
         (their sequences were assigned on top of the failed ones), then reload state from disk."""
         failed = [b]
+        self._later = []  # the reload below brings back whatever those removals were about
         if self._open is not None:
             failed.append(self._open)
             self._open = None
@@ -997,6 +1036,18 @@ class SQLiteStore(Store):
                     os.close(fd)
         with contextlib.suppress(sqlite3.Error):
             c.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed, the held-back removals too."""
+        while True:
+            if self._later and self._inflight is None and not self._closed:
+                b = self._batch()
+                b.deletes += self._later
+                self._later = []
+            b = self._open or self._inflight
+            if b is None:
+                return
+            await b.fut
 
     async def sync(self) -> None:
         """Flush queued ops, then force an fsync + checkpoint now (e.g. before a planned shutdown)."""

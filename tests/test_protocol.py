@@ -208,12 +208,32 @@ def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
 def test_runs_remembered_lines_are_not_confused():
     """Control lines are remembered per parser: the same line again parses the same, others do not
     borrow from it, and more lines than are kept still parse."""
-    p = P.ClientParser(runs=True, max_payload=64)
     lines = [b"PUB s.%d r.%d %d\r\n" % (i % 300, i % 7, i % 5) for i in range(900)]
     data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
-    got = [(e[3], e[4], pl) for e in p.feed(data) for pl in e[5]]
-    assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
+    got = [(e[1], e[2], e[4]) for e in feed_runs(data, [], max_payload=64)]
+    assert got == [(f"s.{i % 300}", f"r.{i % 7}", b"z" * (i % 5)) for i in range(900)]
+    p = P.ClientParser(runs=True, max_payload=64)
+    p.feed(data)
     assert p.feed(b"PUB s.1 r.1 65\r\n") == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
+
+
+def test_runs_lines_that_never_repeat_are_not_remembered_for_a_while():
+    """A client whose every line is new (a consumer's acks: each names its own sequences) would only
+    fill the memo: after a memo's worth of lines found less often than remembered, new lines are
+    parsed plainly (OP_PUB events, the same messages) for a while, then remembered again."""
+    p = P.ClientParser(runs=True)
+    acks = [b"PUB $JS.ACK.S.C.1.%d.%d.1700000000000000000.0 0\r\n\r\n" % (i, i) for i in range(6000)]
+    evs = p.feed(b"".join(acks[:300]) + b"PUB hot 1\r\nx\r\nPUB hot 1\r\nx\r\n")
+    assert [e[0] for e in evs[:257]] == [P.OP_PUBS] * 257  # the one that finds the memo full, too
+    assert {e[0] for e in evs[257:300]} == {P.OP_PUB}
+    assert evs[300:] == [(P.OP_PUB, "hot", "", None, b"x")] * 2  # no runs meanwhile, the same messages
+    evs = p.feed(b"".join(acks[300:6000]))
+    assert [e[1] for e in evs] == [f"$JS.ACK.S.C.1.{i}.{i}.1700000000000000000.0" for i in range(300, 6000)]
+    assert P.OP_PUBS in {e[0] for e in evs[4000:]}  # remembered again, to see whether they repeat now
+    # a client whose lines repeat keeps its memo
+    q = P.ClientParser(runs=True)
+    for _ in range(40):
+        assert {e[0] for e in q.feed(b"".join(b"PUB s.%d 1\r\nx\r\n" % i for i in range(200)))} == {P.OP_PUBS}
 
 
 def test_runs_error_mid_run_keeps_the_messages_before():

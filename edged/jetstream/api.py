@@ -11,7 +11,6 @@ without counting it in the API stats).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -216,20 +215,7 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
     if old_subjects != cfg["subjects"]:
         stream.unsubscribe()
         stream.subscribe()
-    st = stream.store
-    removed = 0
-    if stream.max_per > 0:
-        for subj, n in list(st.subjects.items()):
-            if n > stream.max_per:
-                removed += st.trim_subject(subj, stream.max_per)
-    if stream.max_msgs > 0 and st.msgs > stream.max_msgs:
-        removed += st.trim_msgs(stream.max_msgs)
-    if stream.max_bytes > 0 and st.bytes > stream.max_bytes:
-        removed += st.trim_bytes(stream.max_bytes)
-    if stream.max_age:
-        removed += st.remove_older_than(time.time_ns() - stream.max_age)
-    if removed:
-        stream.notify_removed()
+    stream.enforce_limits()
     req.js.advisory(jsa, f"STREAM.UPDATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
                                                      "stream": name, "action": "modify"})
     return stream.info(domain=True)

@@ -239,6 +239,11 @@ class JetStream:
                         self.consumer_factory(stream, cname, ccfg, cstate)
                     except Exception as e:
                         log.error("JetStream: consumer %s > %s could not be restored: %s", st.name, cname, e)
+            try:
+                # (max_age is the ticker's: it runs within the second)
+                stream.enforce_limits(max_age=False)
+            except Exception as e:
+                log.error("JetStream: stream %s: limits could not be applied on restore: %s", st.name, e)
         self.started = time.time()
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         n = sum(len(a.streams) for a in self.accounts.values())

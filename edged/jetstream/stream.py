@@ -515,6 +515,26 @@ class Stream:
         if self.store.delete(seq):
             self.notify_removed()
 
+    def enforce_limits(self, max_age: bool = True) -> int:
+        """Bring the stored messages within the configured limits (after an update lowered them, or on
+        restore: a crash may land between a KV put's commit and the one removing the revision it
+        replaced). Returns how many messages were removed; consumers are told."""
+        st = self.store
+        removed = 0
+        if self.max_per > 0:
+            for subj, n in list(st.subjects.items()):
+                if n > self.max_per:
+                    removed += st.trim_subject(subj, self.max_per)
+        if self.max_msgs > 0 and st.msgs > self.max_msgs:
+            removed += st.trim_msgs(self.max_msgs)
+        if self.max_bytes > 0 and st.bytes > self.max_bytes:
+            removed += st.trim_bytes(self.max_bytes)
+        if max_age and self.max_age:
+            removed += st.remove_older_than(time.time_ns() - self.max_age)
+        if removed:
+            self.notify_removed()
+        return removed
+
     def notify_removed(self, purge: bool = False, seq: int = 0) -> None:
         """Messages left the stream. A purge moves the consumers past what it removed; any other removal
         (limits, age, a delete, retention) settles the pending messages it took as terminated, as
