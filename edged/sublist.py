@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 CACHE_MAX = 4096
+PARENTS_MAX = 1024  # parents of missed subjects followed at once (see Sublist.match)
+PARENT_MISSES = 4  # different subjects under one parent missed before its memo is tried
 _EMPTY: tuple[tuple, tuple] = ((), ())
 
 
@@ -91,7 +93,7 @@ class Sublist:
     """Subscriptions are any objects with `.subject` (str) and `.queue` (str | None)."""
 
     __slots__ = ("_root", "_cache", "count", "matches", "cache_hits", "inserts", "removes", "cache_enabled",
-                 "_prefixes", "_prefix_lens", "_last_prefix")
+                 "_prefixes", "_prefix_lens", "_last_prefix", "_parents")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
@@ -100,6 +102,8 @@ class Sublist:
         self._prefixes: dict[str, list[Any]] = {}
         self._prefix_lens: dict[int, int] = {}  # token count of registered prefixes -> how many
         self._last_prefix: tuple[str, list[Any]] | None = None  # ("prefix.", entry) of the last memo hit
+        # parent of cache-missed subjects -> [misses, generation, result or None]: see match
+        self._parents: dict[str, list[Any]] = {}
         self.count = 0
         self.matches = 0
         self.cache_hits = 0
@@ -267,10 +271,36 @@ class Sublist:
                 return r
         else:
             toks = subject.split(".")
+        # Request replies: every one goes to a new subject under one parent (`_INBOX.<id>.<n>`). Once
+        # several children of a parent have missed, and no subscription tells its children apart
+        # (`_INBOX.<id>.*` does not), one memo per parent answers them all, and they stay out of the
+        # cache, where they would only push out the subjects that do repeat.
+        parent, dot, _ = subject.rpartition(".")
+        pe = None
+        gen = 0
+        if dot:
+            pe = self._parents.get(parent)
+            if pe is not None:
+                gen = self.inserts + self.removes
+                if pe[1] == gen and pe[2] is not None:
+                    return pe[2]  # type: ignore[no-any-return]
         psubs: list = []
         qgroups: dict[str, list] = {}
         _match_level(self._root, toks, 0, psubs, qgroups)
         r = _result(psubs, qgroups)
+        if dot:
+            if pe is None:
+                parents = self._parents
+                if len(parents) >= PARENTS_MAX:
+                    parents.clear()
+                parents[parent] = [1, -1, None]
+            else:
+                pe[0] += 1
+                if pe[0] >= PARENT_MISSES and pe[1] != gen:
+                    pe[1] = gen
+                    pe[2] = r if _uniform_last(self._root, toks, 0) else None
+                if pe[2] is not None:
+                    return r
         if self.cache_enabled:
             cache = self._cache
             if len(cache) >= CACHE_MAX:
@@ -316,6 +346,18 @@ def _uniform(level: _Level, ptoks: list[str], i: int) -> bool:
         return False
     node = level.nodes.get(ptoks[i])
     return node is None or node.next is None or _uniform(node.next, ptoks, i + 1)
+
+
+def _uniform_last(level: _Level, toks: list[str], i: int) -> bool:
+    """Does every subscription match either all subjects that differ from `toks` in the last token only,
+    or none of them? Only a literal last token (`p.x`) tells them apart; `p.*` and any `>` do not."""
+    if i == len(toks) - 1:
+        return not level.nodes
+    pwc = level.pwc
+    if pwc is not None and pwc.next is not None and not _uniform_last(pwc.next, toks, i + 1):
+        return False
+    node = level.nodes.get(toks[i])
+    return node is None or node.next is None or _uniform_last(node.next, toks, i + 1)
 
 
 def _add_node(node: _Node, psubs: list, qgroups: dict[str, list]) -> None:

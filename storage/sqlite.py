@@ -885,9 +885,9 @@ class SQLiteStore(Store):
         if exc is None:
             self.commits += 1
             self._dirty = True
-            self._settle(b)
             if self.on_commit is not None:
-                self.on_commit(b.fut)
+                self.on_commit(b.fut)  # the PubAcks first; the overlays still answer reads meanwhile
+            self._settle(b)
             if not b.fut.done():
                 b.fut.set_result(None)
             if self._later and not self._closed:

@@ -150,3 +150,51 @@ def test_prefix_memo_matches_naive(subs, prefixes, subjs, data):
     for p in prefixes:
         sl.remove_prefix(p)
     assert not sl._prefix_lens and not sl._prefixes
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(patterns(), st.sampled_from([None, "q1"])), max_size=20),
+       st.lists(st.lists(TOKENS, min_size=1, max_size=3).map(".".join), min_size=1, max_size=3),
+       st.lists(st.tuples(patterns(), st.sampled_from([None, "q1"])), max_size=4), st.data())
+def test_parent_memo_matches_naive(subs, parents, later, data):
+    """Many different subjects under one parent (request replies under `_INBOX.<id>`) are answered by a memo
+    per parent once no subscription tells them apart: the same answers as the trie walk, before and after
+    subscriptions come and go, and for children a literal subscription does tell apart."""
+    sl = Sublist()
+    objs = [S(p, q) for p, q in subs]
+    for o in objs:
+        sl.insert(o)
+    live = list(objs)
+    last_toks = [f"n{i}" for i in range(12)] + ["a", "b", "foo"]
+    for rnd in range(3):
+        if rnd == 1:
+            extra = [S(p, q) for p, q in later]
+            for o in extra:
+                sl.insert(o)
+            live += extra
+        elif rnd == 2 and live:
+            gone = data.draw(st.sets(st.integers(0, len(live) - 1)))
+            for i in gone:
+                assert sl.remove(live[i])
+            live = [o for i, o in enumerate(live) if i not in gone]
+        for par in parents:
+            for t in last_toks:
+                subj = f"{par}.{t}"
+                p, q = sl.match(subj)
+                assert set(p) == {o for o in live if o.queue is None and naive_match(o.subject, subj)}, subj
+                assert {o for g in q for o in g} == {o for o in live if o.queue and naive_match(o.subject, subj)}
+
+
+def test_parent_memo_keeps_reply_subjects_out_of_the_cache():
+    sl = Sublist()
+    inbox = S("_INBOX.abc.*")
+    sl.insert(inbox)
+    sl.insert(S("bench"))
+    for i in range(1000):
+        assert sl.match(f"_INBOX.abc.{i}") == ((inbox,), ())
+    assert sl.cache_size() < 10
+    assert sl.match("_INBOX.abc.x.y") == ((), ())  # one token more: not under the memo
+    lit = S("_INBOX.abc.7")
+    sl.insert(lit)  # now one child is told apart
+    assert set(sl.match("_INBOX.abc.7")[0]) == {inbox, lit}
+    assert sl.match("_INBOX.abc.8") == ((inbox,), ())
