@@ -810,8 +810,7 @@ class SQLiteStore(Store):
                   and not b.drops and not b.ranges and not b.creates)
         if self._later and not (inline and b.inserts):
             # held back only from a small commit that publishers wait on; anything else takes them along
-            b.deletes += self._later
-            self._later = []
+            self._take_later(b)
         if inline:
             # A small batch without fsync costs less written here than the two thread hops of the
             # worker: this is what keeps a publisher that awaits each ack fast. fsync=always batches,
@@ -825,6 +824,11 @@ class SQLiteStore(Store):
             return
         f = self._loop.run_in_executor(self._exec, self._write, b)
         f.add_done_callback(self._done)
+
+    def _take_later(self, b: _Batch) -> None:
+        """The removals held back from an earlier commit (`_drop_later`) go into `b`."""
+        b.deletes += self._later
+        self._later = []
 
     def _write(self, b: _Batch) -> None:
         c = self._wconn
@@ -891,10 +895,7 @@ class SQLiteStore(Store):
             if not b.fut.done():
                 b.fut.set_result(None)
             if self._later and not self._closed:
-                # the removals held out of this commit go into the next one (started below)
-                nb = self._batch()
-                nb.deletes += self._later
-                self._later = []
+                self._take_later(self._batch())  # the removals held out of this commit: started below
             n = _pages_written(b)
             self._wal_pages += n
             self._since_restart += n
@@ -1041,9 +1042,7 @@ class SQLiteStore(Store):
         """Wait until everything queued so far is committed, the held-back removals too."""
         while True:
             if self._later and self._inflight is None and not self._closed:
-                b = self._batch()
-                b.deletes += self._later
-                self._later = []
+                self._take_later(self._batch())
             b = self._open or self._inflight
             if b is None:
                 return

@@ -131,6 +131,38 @@ async def test_state_after_crash_with_interior_and_last_deletes(tmp_path: Path) 
     await s.close()
 
 
+async def test_replaced_revision_is_removed_in_the_commit_after_the_put(tmp_path: Path) -> None:
+    """A KV put's commit (what its PubAck waits on) holds the new row only; the revision it replaced
+    goes in the next commit, right behind it. Whoever looks at the files in between (a restart after a
+    crash there) finds both rows."""
+    import sqlite3
+
+    s = SQLiteStore(str(tmp_path), 120.0)
+    await s.open()
+    st = s.create_stream("KV", b"{}")
+    first = st.append("k", b"", b"a")[0]
+    await s.flush()
+    seen: list[list[int]] = []
+
+    def look(_: object) -> None:
+        with sqlite3.connect(s.path) as c:
+            seen.append([r[0] & ((1 << 44) - 1) for r in c.execute("SELECT rowid FROM msgs ORDER BY rowid")])
+
+    s.on_commit = look
+    second, _, fut = st.append("k", b"", b"b")
+    st.delete_known(first, "k", st.msg_size("k", b"", b"a"))
+    assert st.load(first) is None and st.state().msgs == 1  # gone for readers at once
+    await fut
+    await s.flush()
+    assert seen == [[first, second], [second]]
+    await s.close()
+    s2 = SQLiteStore(str(tmp_path), 120.0)
+    await s2.open()
+    st2 = s2.get_stream("KV")
+    assert st2 is not None and st2.state().msgs == 1 and st2.load(second) is not None
+    await s2.close()
+
+
 async def _fill_until_full(s: SQLiteStore, payload: int) -> tuple[list[int], StoreError]:
     st = s.get_stream("S")
     assert st is not None
