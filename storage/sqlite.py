@@ -617,6 +617,8 @@ class SQLiteStore(Store):
         self._exec_busy = 0  # blocking checkpoints queued on the writer thread (inline commits wait for none)
         self._ckpts = 0  # checkpoints queued or running on the writer thread
         self._since_restart = 0  # estimated WAL pages since the last checkpoint that held commits back
+        self._restarting = False  # a checkpoint that will hold commits back is under way (both its passes)
+        self._holding = False  # ... and holds them now (one of _exec_busy)
         self._wconn: sqlite3.Connection | None = None
         self._kconn: sqlite3.Connection | None = None  # checkpoints, on the writer thread
         self._rconn: sqlite3.Connection = None  # type: ignore[assignment]
@@ -900,7 +902,10 @@ class SQLiteStore(Store):
             self._wal_pages += n
             self._since_restart += n
             if self._autockpt > 0:
-                if self._since_restart >= 3 * self._autockpt and not self._exec_busy:
+                if self._restarting:
+                    if not self._holding and self._since_restart >= 4 * self._autockpt:
+                        self._hold()  # the first pass is taking long: the -wal file grows no further
+                elif self._since_restart >= 3 * self._autockpt:
                     self._submit_checkpoint(False, block=True)
                 elif self._wal_pages >= self._autockpt and not self._ckpts:
                     self._submit_checkpoint(False)  # on the writer thread, beside the next inline commits
@@ -1004,21 +1009,49 @@ class SQLiteStore(Store):
 
     def _submit_checkpoint(self, fsync_wal: bool, block: bool = False) -> None:
         """A PASSIVE checkpoint on the writer thread. Inline commits go on beside it, except every third
-        interval (`block`): SQLite only starts the -wal file over when a write begins with every frame
-        copied back, which commits landing during each checkpoint would prevent for as long as the
-        load lasts. A blocking one sends the commits behind it to the writer thread until it is done."""
+        interval (`block`): SQLite only starts the -wal file over when a write begins with
+        every frame copied back, which commits landing during each checkpoint would prevent for as long
+        as the load lasts. A blocking one first runs as a plain one, beside the commits, and only then
+        once more holding them back (sending the commits behind it to the writer thread until it is
+        done): that pass has only what was committed during the first to copy and fsync, so a publisher
+        waits for a short pass, not for a whole interval's pages. Should the first pass take so long
+        that another interval's pages are written meanwhile, commits are held from then on."""
         assert self._loop is not None and self._exec is not None
         self._wal_pages = 0
         if block:
-            self._exec_busy += 1
+            self._restarting = True
         self._ckpts += 1
         f = self._loop.run_in_executor(self._exec, self._checkpoint, fsync_wal)
 
         def done(_: Any) -> None:
             self._ckpts -= 1
             if block:
+                self._hold_checkpoint()
+
+        f.add_done_callback(done)
+
+    def _hold(self) -> None:
+        """Commits go to the writer thread, behind the checkpoint, until it is done."""
+        self._holding = True
+        self._exec_busy += 1
+
+    def _hold_checkpoint(self) -> None:
+        """The blocking pass of a checkpoint (see `_submit_checkpoint`)."""
+        if self._closed or self._loop is None or self._exec is None:
+            if self._holding:
                 self._exec_busy -= 1
-                self._since_restart = 0
+            self._restarting = self._holding = False
+            return
+        if not self._holding:
+            self._hold()
+        self._ckpts += 1
+        f = self._loop.run_in_executor(self._exec, self._checkpoint, False)
+
+        def done(_: Any) -> None:
+            self._ckpts -= 1
+            self._exec_busy -= 1
+            self._since_restart = 0
+            self._restarting = self._holding = False
 
         f.add_done_callback(done)
 

@@ -24,13 +24,16 @@ from tests.jsutil import run
 from tests.servers import ServerProcess
 
 
-def _record_checkpoints(store: SQLiteStore) -> list[int]:
-    """From now on, the thread of each checkpoint the store runs, one entry per checkpoint."""
+def _record_checkpoints(store: SQLiteStore, holding: list[bool] | None = None) -> list[int]:
+    """From now on, the thread of each checkpoint the store runs, one entry per checkpoint (and in
+    `holding`, whether it held commits back)."""
     threads: list[int] = []
     orig = store._checkpoint
 
     def spy(fsync_wal: bool) -> None:
         threads.append(threading.get_ident())
+        if holding is not None:
+            holding.append(store._exec_busy > 0)
         orig(fsync_wal)
 
     store._checkpoint = spy  # type: ignore[method-assign]
@@ -42,11 +45,12 @@ def test_wal_stays_bounded_with_inline_commits() -> None:
     -wal file must stay near that size, and no checkpoint may run on the event loop's thread."""
     d = tempfile.mkdtemp(prefix="js-wal-")
     loop_thread = threading.get_ident()
+    holding: list[bool] = []
 
     async def body() -> tuple[int, list[int]]:
         store = SQLiteStore(d, wal_autocheckpoint=64)
         await store.open()
-        threads = _record_checkpoints(store)
+        threads = _record_checkpoints(store, holding)
         st = store.create_stream("W", b"{}")
         await store.flush()
         biggest = 0
@@ -62,6 +66,7 @@ def test_wal_stays_bounded_with_inline_commits() -> None:
     # 2000 commits write ~4000 frames (table + index page each); without checkpoints that is > 16 MB
     assert biggest < 2 * 1024 * 1024, biggest
     assert seen_threads and loop_thread not in seen_threads
+    assert sum(holding) >= 3, holding  # the -wal file was started over again and again
 
 
 def test_idle_checkpoint_waits_for_a_quiet_second() -> None:
