@@ -169,6 +169,7 @@ def parse_sync_interval(v: float | str) -> float | None:
     return float(v)
 
 
+LATER_DELAY = 0.002  # seconds the removals held back from publishers' commits gather before their own commit
 INLINE_MAX_ROWS = 16  # batches up to this size commit on the loop thread when not fsyncing
 
 
@@ -460,17 +461,21 @@ class SQLiteStream(Stream):
         self._gone.add(seq)
 
     def _drop_later(self, seq: int) -> None:
-        """The row goes in the commit after the one being gathered now (see `SQLiteStore._later`): a KV
+        """The row goes in a commit after the one being gathered now (see `SQLiteStore._later`): a KV
         put's commit, which its PubAck waits on, then writes the new row's pages only, not also those of
-        the previous revision. The last message goes the usual way: its removal must write the stream
-        row in the same commit."""
+        the previous revision; the removals of a few milliseconds of puts then share one commit (their
+        rows and index entries mostly share pages too). The last message goes the usual way: its
+        removal must write the stream row in the same commit."""
         if seq >= self.last_seq:
             self._drop_one(seq)
             return
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
-        self._store._later.append((self._base + seq,))
+        store = self._store
+        store._later.append((self._base + seq,))
+        if store._later_timer is None and store._loop is not None:
+            store._later_timer = store._loop.call_later(LATER_DELAY, store._later_due)
         self._pend.pop(seq, None)
         self._gone.add(seq)
 
@@ -631,10 +636,12 @@ class SQLiteStore(Store):
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
-        # Limit removals (row keys) held out of the commit being gathered, which a publisher waits on,
-        # and committed right behind it (`_drop_later`). A crash between the two commits leaves those
-        # rows behind: still over the stream's limits, and removed again when the stream is restored.
+        # Limit removals (row keys) held out of the commits publishers wait on (`_drop_later`): committed
+        # with the next batch that is not such a commit, or on their own within LATER_DELAY. A crash
+        # before that leaves those rows behind: still over the stream's limits, and removed again when
+        # the stream is restored.
         self._later: list[tuple[int]] = []
+        self._later_timer: asyncio.TimerHandle | None = None  # commits them when no other commit takes them
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -698,7 +705,7 @@ class SQLiteStore(Store):
         with contextlib.suppress(StoreError):
             await self.flush()
         self._closed = True
-        for t in (self._sync_timer, self._idle_timer):
+        for t in (self._sync_timer, self._idle_timer, self._later_timer):
             if t is not None:
                 t.cancel()
         assert self._loop is not None and self._exec is not None
@@ -827,6 +834,11 @@ class SQLiteStore(Store):
         f = self._loop.run_in_executor(self._exec, self._write, b)
         f.add_done_callback(self._done)
 
+    def _later_due(self) -> None:
+        self._later_timer = None
+        if self._later and not self._closed:
+            self._take_later(self._batch())
+
     def _take_later(self, b: _Batch) -> None:
         """The removals held back from an earlier commit (`_drop_later`) go into `b`."""
         b.deletes += self._later
@@ -896,8 +908,6 @@ class SQLiteStore(Store):
             self._settle(b)
             if not b.fut.done():
                 b.fut.set_result(None)
-            if self._later and not self._closed:
-                self._take_later(self._batch())  # the removals held out of this commit: started below
             n = _pages_written(b)
             self._wal_pages += n
             self._since_restart += n

@@ -156,7 +156,7 @@ def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.json()
+    body = req.json(whole=True)
     if body.get("name") != name:
         raise api_error("JSStreamMismatchErr")
     if "/" in name or "\\" in name:
@@ -194,7 +194,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.json()
+    body = req.json(whole=True)
     cfg = normalize_config(body)
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")

@@ -183,7 +183,9 @@ class Consumer:
         self._kick_scheduled = False
         self._hb_handle: asyncio.TimerHandle | None = None
         self._inactive_handle: asyncio.TimerHandle | None = None
-        self._expire_handle: asyncio.TimerHandle | None = None
+        # (its time kept apart: uvloop hands out a plain Handle, without when(), for a time already past)
+        self._expire_handle: asyncio.Handle | None = None
+        self._expire_at = 0.0
         self._pace_handle: asyncio.TimerHandle | None = None
         self._pace_last_ts = 0
         self._pace_sent_at = 0.0
@@ -867,9 +869,10 @@ class Consumer:
         if expires:
             h = self._expire_handle
             at = self.loop.time() + expires / NS
-            if h is None or h.cancelled() or h.when() <= self.loop.time() or h.when() > at:
+            if h is None or h.cancelled() or self._expire_at <= self.loop.time() or self._expire_at > at:
                 if h is not None:
                     h.cancel()
+                self._expire_at = at
                 self._expire_handle = self.loop.call_at(at, self._expire_waiting)
         if hb:
             req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
@@ -934,9 +937,10 @@ class Consumer:
         if soonest and not self.closed:
             at = self.loop.time() + max(0.001, soonest - time.monotonic())
             h = self._expire_handle
-            if h is None or h.cancelled() or h.when() <= self.loop.time() or h.when() > at + 0.01:
+            if h is None or h.cancelled() or self._expire_at <= self.loop.time() or self._expire_at > at + 0.01:
                 if h is not None:
                     h.cancel()
+                self._expire_at = at
                 self._expire_handle = self.loop.call_at(at, self._expire_waiting)
 
     def _pull_heartbeat(self, req: PullRequest) -> None:

@@ -22,6 +22,7 @@ from edged.jetstream.consumer_config import (
     time_ns,
 )
 from edged.jetstream.errors import api_error
+from edged.jetstream.gojson import api_json_error, first_value
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
@@ -80,7 +81,10 @@ def _doc(req: ApiRequest) -> Any:
     try:
         return _dec.decode(req.data)
     except msgspec.DecodeError as e:
-        raise api_error("JSInvalidJSONErr", err=str(e)) from None
+        first = first_value(req.data)  # what follows a complete value is left unread (see ApiRequest.json)
+        if first is None:
+            raise api_error("JSInvalidJSONErr", err=api_json_error(req.data) or str(e)) from None
+        return _dec.decode(first)
 
 
 def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:

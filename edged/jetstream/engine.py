@@ -25,6 +25,7 @@ import msgspec
 
 from edged.accounts import GLOBAL_ACCOUNT, Account, Deferred
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.gojson import api_json_error, first_value
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
@@ -52,14 +53,19 @@ class ApiRequest:
         self.subject, self.tokens, self.reply, self.hdr, self.data = subject, tokens, reply, hdr, data
         self.client_info = None
 
-    def json(self) -> dict[str, Any]:
-        """The request body; empty = {}. Bad JSON is nats-server's 10025."""
+    def json(self, whole: bool = False) -> dict[str, Any]:
+        """The request body; empty = {}. Bad JSON is nats-server's 10025. What follows a complete first
+        value is left unread, as nats-server does, but by stream create and update (`whole`), which
+        read on and find it is no JSON value."""
         if not self.data or not self.data.strip():
             return {}
         try:
             v = _decoder.decode(self.data)
         except msgspec.DecodeError as e:
-            raise api_error("JSInvalidJSONErr", err=str(e)) from None
+            first = None if whole else first_value(self.data)
+            if first is None:
+                raise api_error("JSInvalidJSONErr", err=api_json_error(self.data) or str(e)) from None
+            v = _decoder.decode(first)
         if not isinstance(v, dict):
             raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal into Go value of type object")
         return v

@@ -44,6 +44,38 @@ def _quote_char(c: int, data: bytes = b"", i: int = -1) -> str:
 
 def syntax_error(data: bytes) -> str | None:
     """Go's SyntaxError text for `data`, or None when Go's scanner finds the document well-formed."""
+    r = syntax_error_at(data)
+    return None if r is None else r[0]
+
+
+def api_json_error(data: bytes) -> str | None:
+    """What nats-server says of a malformed JetStream API request body (its streaming decoder): an
+    incomplete document is "unexpected EOF", any other fault Go's text "at offset" the bytes read up to
+    and including the offending one. None when the document is well-formed."""
+    r = syntax_error_at(data)
+    if r is None:
+        return None
+    text, offset = r
+    if offset == 0:
+        return "unexpected EOF"
+    if text.endswith(" after top-level value"):
+        # the decoder took the first value and goes on to read another one from there
+        text = text.replace(" after top-level value", " looking for beginning of value")
+    return f"{text} at offset {offset}"
+
+
+def first_value(data: bytes) -> bytes | None:
+    """The document's first value when more follows it (`{...} x`): Go's streaming decoder, which
+    nats-server reads API requests with, takes that value and leaves the rest unread. None otherwise."""
+    r = syntax_error_at(data)
+    if r is None or not r[0].endswith(" after top-level value"):
+        return None
+    return data[:r[1] - 1]
+
+
+def syntax_error_at(data: bytes) -> tuple[str, int] | None:
+    """Go's SyntaxError for `data` as (text, offset): the offset counts the bytes read up to and including
+    the offending one, 0 for an incomplete document. None when the document is well-formed."""
     stack: list[str] = []  # "key" (object, expecting a key), "val" (object value), "arr" (array)
     state = "value"
     literal = b""  # the rest of true / false / null still expected
@@ -85,13 +117,13 @@ def syntax_error(data: bytes) -> str | None:
                     literal = lit_name[1:].encode()
                     state = "lit"
                 else:
-                    return f"invalid character {_quote_char(c, data, i)} looking for beginning of value"
+                    return (f"invalid character {_quote_char(c, data, i)} looking for beginning of value", i + 1)
                 break
             if state == "key":
                 if c in _SPACE:
                     break
                 if c != 0x22:
-                    return f"invalid character {_quote_char(c, data, i)} looking for beginning of object key string"
+                    return (f"invalid character {_quote_char(c, data, i)} looking for beginning of object key string", i + 1)
                 state = "str"
                 break
             if state == "str":
@@ -100,7 +132,7 @@ def syntax_error(data: bytes) -> str | None:
                 elif c == 0x5C:
                     state, esc_at = "esc", i
                 elif c < 0x20:
-                    return f"invalid character {_quote_char(c, data, i)} in string"
+                    return (f"invalid character {_quote_char(c, data, i)} in string", i + 1)
                 break
             if state == "esc":
                 if c in _ESCAPES:
@@ -108,11 +140,11 @@ def syntax_error(data: bytes) -> str | None:
                 elif c == 0x75:
                     state, esc_u = "escu", 0
                 else:
-                    return _bad_escape(data, esc_at, i)
+                    return (_bad_escape(data, esc_at, i), i + 1)
                 break
             if state == "escu":
                 if c not in _HEX:
-                    return _bad_escape(data, esc_at, i)
+                    return (_bad_escape(data, esc_at, i), i + 1)
                 esc_u += 1
                 if esc_u == 4:
                     state = "str"
@@ -120,7 +152,7 @@ def syntax_error(data: bytes) -> str | None:
             if state == "lit":
                 if c != literal[0]:
                     want = chr(literal[0])
-                    return f"invalid character {_quote_char(c, data, i)} in literal {lit_name} (expecting '{want}')"
+                    return (f"invalid character {_quote_char(c, data, i)} in literal {lit_name} (expecting '{want}')", i + 1)
                 literal = literal[1:]
                 if not literal:
                     state = "end"
@@ -131,7 +163,7 @@ def syntax_error(data: bytes) -> str | None:
                 elif 0x31 <= c <= 0x39:
                     state = "int"
                 else:
-                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
                 break
             if state == "int" and c in _DIGITS:
                 break
@@ -146,7 +178,7 @@ def syntax_error(data: bytes) -> str | None:
                 continue
             if state == "dot":
                 if c not in _DIGITS:
-                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
                 state = "frac"
                 break
             if state == "frac":
@@ -164,7 +196,7 @@ def syntax_error(data: bytes) -> str | None:
                 continue
             if state == "exp_sign":
                 if c not in _DIGITS:
-                    return f"invalid character {_quote_char(c, data, i)} in numeric literal"
+                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
                 state = "exp_digits"
                 break
             if state == "exp_digits":
@@ -176,11 +208,11 @@ def syntax_error(data: bytes) -> str | None:
             if c in _SPACE:
                 break
             if not stack:
-                return f"invalid character {_quote_char(c, data, i)} after top-level value"
+                return (f"invalid character {_quote_char(c, data, i)} after top-level value", i + 1)
             top = stack[-1]
             if top == "key":
                 if c != 0x3A:
-                    return f"invalid character {_quote_char(c, data, i)} after object key"
+                    return (f"invalid character {_quote_char(c, data, i)} after object key", i + 1)
                 stack[-1] = "val"
                 state = "value"
             elif top == "val":
@@ -190,19 +222,19 @@ def syntax_error(data: bytes) -> str | None:
                 elif c == 0x7D:
                     stack.pop()
                 else:
-                    return f"invalid character {_quote_char(c, data, i)} after object key:value pair"
+                    return (f"invalid character {_quote_char(c, data, i)} after object key:value pair", i + 1)
             else:
                 if c == 0x2C:
                     state = "value"
                 elif c == 0x5D:
                     stack.pop()
                 else:
-                    return f"invalid character {_quote_char(c, data, i)} after array element"
+                    return (f"invalid character {_quote_char(c, data, i)} after array element", i + 1)
             break
     # end of input: complete only after a whole top-level value (a number ends there too)
     if state in ("int", "zero", "frac", "exp_digits", "end") and not stack:
         return None
-    return "unexpected end of JSON input"
+    return ("unexpected end of JSON input", 0)
 
 
 def _bad_escape(data: bytes, start: int, i: int) -> str:
