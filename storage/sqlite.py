@@ -30,11 +30,15 @@ failed sequence ever appears in state (those sequences were never acknowledged a
   the last interval may be lost, but the database is never corrupted (SQLite's WAL guarantee).
 
 WAL growth is bounded by a PASSIVE checkpoint on the writer thread, on a connection of its own,
-every `wal_autocheckpoint` (1000) pages written (estimated from the batches). SQLite's own
+every `wal_autocheckpoint` (4000, 16 MB) pages written (estimated from the batches). SQLite's own
 autocheckpoint is off: it runs inside the committing call, and a small batch commits on the loop
 thread, where the checkpoint's fdatasyncs would stall every connection. Small commits go on beside
-a checkpoint; every third one holds them back until it is done, because SQLite only starts the
--wal file over when a write begins with every frame copied back. Also a PASSIVE checkpoint when
+a checkpoint; every third one then holds them back for a short second pass, because SQLite only
+starts the -wal file over when a write begins with every frame copied back (so the -wal file
+stays under about four intervals). The interval is SQLite's default times four: each checkpoint
+fsyncs the -wal file, and a commit landing meanwhile can wait for that write-back (a frame shares
+its first page with the one before), which at 1000 pages put a publisher awaiting each ack behind
+an fsync every few hundred messages. Also a PASSIVE checkpoint when
 the writer goes idle after a burst, and `journal_size_limit`, which truncates the -wal file after a
 checkpoint. Deletes use `secure_delete=FAST`, so freed cells are zeroed in the pages they live on;
 `erase=True` is therefore the same as a plain delete here (old page images can linger in the WAL
@@ -601,7 +605,7 @@ class SQLiteStore(Store):
         sync_interval: float | str = 120.0,
         *,
         max_page_count: int | None = None,
-        wal_autocheckpoint: int = 1000,
+        wal_autocheckpoint: int = 4000,
         journal_size_limit: int = 64 * 1024 * 1024,
     ) -> None:
         self.store_dir = store_dir
