@@ -103,6 +103,9 @@ class Stream(ABC):
         self.created_ns = created_ns
         self.first_seq = first_seq
         self.last_seq = first_seq - 1
+        # the messages the last limit removal (trim_*, remove_older_than) took: whoever keeps messages
+        # of its own (a consumer's pending ones) learns which went, also from the middle of the stream
+        self.last_removed: list[Meta] = []
         self.last_ts = 0
         self.msgs = 0
         self.bytes = 0
@@ -346,6 +349,7 @@ class Stream(ABC):
         """Remove the given live messages (ascending seq). `contiguous` means they are *all* the live
         messages in their seq range (an unfiltered scan); a run from the front then becomes one range
         delete, which keeps purges of millions of rows cheap."""
+        self.last_removed = metas
         if not metas:
             return 0
         front = metas[0].seq == self.first_seq

@@ -110,3 +110,39 @@ def test_max_age_expiry_of_pending(js_server: ServerProcess) -> None:
     assert got == [((2, 2), (2, 2), 0, 0, 0), 0, [
         {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": "A", "consumer": "P", "consumer_seq": 1,
          "stream_seq": 1, "deliveries": 1, "reason": "Unacknowledged message was deleted"}]]
+
+
+def test_interior_removals_of_pending(js_server: ServerProcess) -> None:
+    """Per-subject limits and per-message TTLs take messages from the middle of the stream: pending ones
+    are terminated at once (advisory, num_ack_pending), not only when their redelivery comes due."""
+    async def body(nc: Any, js: Any) -> list[Any]:
+        await js.add_stream(name="I", subjects=["i.>"], max_msgs_per_subject=2, allow_msg_ttl=True)
+        terms = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>")
+        for subj in ("i.z", "i.a", "i.b", "i.a"):
+            await js.publish(subj, b"x")
+        await js.publish("i.t", b"t", headers={"Nats-TTL": "1s"})
+        await js.publish("i.c", b"x")
+        psub = await js.pull_subscribe("i.>", durable="P", config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT,
+                                                                                ack_wait=30))
+        msgs = await psub.fetch(6, timeout=2)
+        await msgs[0].ack_sync()  # the front stays: nothing below the interior removals is pending
+        out: list[Any] = []
+        await js.publish("i.a", b"y")  # i.a's third: its first (seq 2) goes
+        await asyncio.sleep(0.3)
+        out.append(info_t(await js.consumer_info("I", "P")))
+        out.append(await advisories(terms))
+        await asyncio.sleep(2.0)  # seq 5's TTL runs out
+        out.append(info_t(await js.consumer_info("I", "P")))
+        out.append(await advisories(terms))
+        out.append((await js.stream_info("I")).state.messages)
+        return out
+
+    got = run(session(js_server, body))
+
+    def term(sseq: int) -> dict[str, Any]:
+        return {"type": "io.nats.jetstream.advisory.v1.terminated", "stream": "I", "consumer": "P",
+                "consumer_seq": sseq, "stream_seq": sseq, "deliveries": 1,
+                "reason": "Unacknowledged message was deleted"}
+
+    # (the floor moves over the terminated seq 2 as over an acked one)
+    assert got == [((6, 6), (2, 2), 4, 1, 0), [term(2)], ((6, 6), (2, 2), 3, 1, 0), [term(5)], 5]

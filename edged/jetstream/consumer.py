@@ -351,15 +351,22 @@ class Consumer:
             self._np += 1
         self.kick()
 
-    def on_removed(self, first_seq: int, purge: bool = False, seq: int = 0) -> None:
+    def on_removed(self, first_seq: int, purge: bool = False, seqs: Any = ()) -> None:
         """See Stream.notify_removed: after a purge the consumer resumes past what it removed; other
-        removals leave its position alone and settle the pending messages they took as terminated."""
+        removals leave its position alone and settle the pending messages they took as terminated
+        (`seqs`: those removed past the stream's front)."""
         if self._ackq:
             self._drain_acks()
         self._np = None
         self._buf.clear()
         pend = self.pending
-        gone = [s for s in pend if s < first_seq or s == seq] if pend else []
+        if not pend:
+            gone = []
+        elif seqs:
+            took = set(seqs)
+            gone = [s for s in pend if s < first_seq or s in took]
+        else:
+            gone = [s for s in pend if s < first_seq]
         for s in gone:
             dseq = pend.pop(s)[0]
             deliveries = self.rdc.pop(s, 1)

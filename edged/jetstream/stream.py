@@ -292,6 +292,7 @@ class Stream:
         self.consumers: dict[str, Any] = {}
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
+        self._aged: list[int] = []  # what the last max_age pass on a stream with TTLs removed
         self._last_of: dict[str, tuple[int, int]] = {}  # subject -> (last seq, size) when max_msgs_per_subject is 1
         self.last_msg_id = ""
         self.closed = False
@@ -416,6 +417,7 @@ class Stream:
             self.dedupe[msg_id] = (seq, ts)
         self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
         removed = gone = 0
+        trimmed: list[Any] = []  # per-subject trims: from anywhere in the stream
         if rollup == "sub":
             removed += store.purge(subject, keep=1)
         elif rollup == "all":
@@ -437,15 +439,17 @@ class Stream:
                 gone = prev[0]
             elif n > 1:
                 removed += store.trim_subject(subject, 1)
+                trimmed = store.last_removed
         elif self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
             removed += store.trim_subject(subject, self.max_per)
+            trimmed = store.last_removed
         if not self.discard_new:
             if self.max_msgs > 0 and store.msgs > self.max_msgs:
                 removed += store.trim_msgs(self.max_msgs)
             if self.max_bytes > 0 and store.bytes > self.max_bytes:
                 removed += store.trim_bytes(self.max_bytes)
         if removed:
-            self.notify_removed(seq=gone)
+            self.notify_removed(seq=gone, seqs=[m.seq for m in trimmed])
         for c in self.consumers.values():
             c.on_msg(seq, subject)
         if self.republish is not None:
@@ -521,10 +525,12 @@ class Stream:
         replaced). Returns how many messages were removed; consumers are told."""
         st = self.store
         removed = 0
+        trimmed: list[int] = []
         if self.max_per > 0:
             for subj, n in list(st.subjects.items()):
                 if n > self.max_per:
                     removed += st.trim_subject(subj, self.max_per)
+                    trimmed += (m.seq for m in st.last_removed)
         if self.max_msgs > 0 and st.msgs > self.max_msgs:
             removed += st.trim_msgs(self.max_msgs)
         if self.max_bytes > 0 and st.bytes > self.max_bytes:
@@ -532,18 +538,21 @@ class Stream:
         if max_age and self.max_age:
             removed += st.remove_older_than(time.time_ns() - self.max_age)
         if removed:
-            self.notify_removed()
+            self.notify_removed(seqs=trimmed)
         return removed
 
-    def notify_removed(self, purge: bool = False, seq: int = 0) -> None:
+    def notify_removed(self, purge: bool = False, seq: int = 0, seqs: Any = ()) -> None:
         """Messages left the stream. A purge moves the consumers past what it removed; any other removal
         (limits, age, a delete, retention) settles the pending messages it took as terminated, as
-        nats-server does. `seq`: the one interior message removed, when known."""
+        nats-server does. `seq`, `seqs`: what was removed past the stream's new front, when known
+        (everything below the front is gone anyway)."""
         first = self.store.state().first_seq if self.consumers else 0
+        if seq:
+            seqs = [*seqs, seq]
         for c in self.consumers.values():
             f = getattr(c, "on_removed", None)
             if f is not None:
-                f(first, purge, seq)
+                f(first, purge, seqs)
 
     # ------------------------------------------------------------------ upkeep
 
@@ -554,14 +563,19 @@ class Stream:
                 removed += self._expire_age_keeping_never(now_ns - self.max_age)
             else:
                 removed += self.store.remove_older_than(now_ns - self.max_age)
+        interior: list[int] = []
+        if self.max_age > 0 and self.allow_ttl:
+            interior += self._aged  # (set by _expire_age_keeping_never: it skips messages that never expire)
         if self.allow_ttl:
-            removed += len(self.store.expire_due(now_ns))
+            expired = self.store.expire_due(now_ns)
+            removed += len(expired)
+            interior += expired
         if self.dedupe:
             cutoff = now_ns - self.dup_window
             for k in [k for k, (_, ts) in self.dedupe.items() if ts < cutoff]:
                 del self.dedupe[k]
         if removed:
-            self.notify_removed()
+            self.notify_removed(seqs=interior)
         return removed
 
     def _expire_age_keeping_never(self, cutoff: int) -> int:
@@ -584,6 +598,7 @@ class Stream:
             break
         for s in doomed:
             st.delete(s)
+        self._aged = doomed
         return len(doomed)
 
     def rebuild_dedupe(self) -> None:
