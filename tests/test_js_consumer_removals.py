@@ -146,3 +146,26 @@ def test_interior_removals_of_pending(js_server: ServerProcess) -> None:
 
     # (the floor moves over the terminated seq 2 as over an acked one)
     assert got == [((6, 6), (2, 2), 4, 1, 0), [term(2)], ((6, 6), (2, 2), 3, 1, 0), [term(5)], 5]
+
+
+def test_rollup_of_pending(js_server: ServerProcess) -> None:
+    """A subject rollup takes the subject's earlier messages from the middle of the stream. nats-server
+    treats it as a purge: no advisory, and the pending ones stay counted until they are acked or come due."""
+    async def body(nc: Any, js: Any) -> list[Any]:
+        await js.add_stream(name="R", subjects=["r.>"], allow_rollup_hdrs=True)
+        terms = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>")
+        for subj in ("r.z", "r.a", "r.b", "r.a", "r.c"):
+            await js.publish(subj, b"x")
+        psub = await js.pull_subscribe("r.>", durable="P", config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT,
+                                                                                ack_wait=30))
+        msgs = await psub.fetch(5, timeout=2)
+        await msgs[0].ack_sync()
+        await js.publish("r.a", b"roll", headers={"Nats-Rollup": "sub"})  # seqs 2 and 4 go
+        await asyncio.sleep(0.3)
+        out: list[Any] = [info_t(await js.consumer_info("R", "P")), await advisories(terms)]
+        out.append([m.metadata.sequence.stream for m in await psub.fetch(5, timeout=1)])
+        out.append((await js.stream_info("R")).state.messages)
+        return out
+
+    got = run(session(js_server, body))
+    assert got == [((5, 5), (1, 1), 4, 1, 0), [], [6], 4]
