@@ -106,6 +106,9 @@ class Stream(ABC):
         # the messages the last limit removal (trim_*, remove_older_than) took: whoever keeps messages
         # of its own (a consumer's pending ones) learns which went, also from the middle of the stream
         self.last_removed: list[Meta] = []
+        # counts how often state was rebuilt from disk (after a failed commit): whatever a caller keeps
+        # about this stream's messages (a KV bucket's last sequence per key) is stale once it changes
+        self.epoch = 0
         self.last_ts = 0
         self.msgs = 0
         self.bytes = 0

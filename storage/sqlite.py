@@ -593,6 +593,7 @@ class SQLiteStream(Stream):
         self._gone = set()
         self._front.clear()  # read ahead before a failed commit: may name rows that are back
         self._pend_lo = self.last_seq + 1
+        self.epoch += 1
 
 
 class SQLiteStore(Store):

@@ -174,3 +174,63 @@ def test_disk_full_is_an_error_and_recoverable() -> None:
     finally:
         p.stop()
         subprocess.run(["umount", "-l", d], capture_output=True, timeout=10)
+
+
+def test_kv_puts_through_a_full_disk_keep_one_revision_per_key() -> None:
+    """A KV put whose commit fails on a full disk is not stored, and its sequence is used again. Once room
+    is made (the other keys purged, which lets publishing resume), puts carry on, the failed key's first:
+    each key keeps exactly its last acked value, and no put removes its own value or another key's (the
+    bucket's shortcut to a key's previous revision must not outlive the failure)."""
+    d = tempfile.mkdtemp(prefix="js-kvfull-")
+    _mount_tmpfs(d, "48m")
+    p = ServerProcess("edged", ["-js", "-sd", d])
+    try:
+        p.start()
+
+        async def body() -> tuple[dict[str, bytes], dict[str, list[bytes]], int]:
+            nc = await nats.connect(p.url)
+            js = nc.jetstream(timeout=10)
+            kv = await js.create_key_value(bucket="F", history=1)
+            last: dict[str, bytes] = {}
+            st = os.statvfs(d)
+            filler = os.path.join(d, "filler")
+            with open(filler, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 4 * 1024 * 1024)
+            failed = ""
+            for i in range(400):
+                key = f"k{i % 7}"
+                value = f"{i}:".encode() + os.urandom(32 * 1024)
+                try:
+                    await kv.put(key, value)
+                    last[key] = value
+                except APIError as e:
+                    assert e.err_code == 10077, e  # the commit failed: the disk is full
+                    failed = key
+                    break
+            assert failed
+            os.unlink(filler)
+            for k in [k for k in last if k != failed]:
+                await js.purge_stream("KV_F", subject=f"$KV.F.{k}")
+                del last[k]
+            order = [failed] + [f"k{j}" for j in range(7) if f"k{j}" != failed]
+            for j in range(30):
+                key = order[j % 7]
+                value = f"after {j}".encode()
+                for _ in range(50):
+                    try:
+                        await kv.put(key, value)
+                        last[key] = value
+                        break
+                    except APIError:
+                        await asyncio.sleep(0.1)  # until edged sees the removals
+            hist = {k: [e.value for e in await kv.history(k)] for k in last}
+            info = await js.stream_info("KV_F")
+            await nc.close()
+            return last, hist, info.state.messages
+
+        last, hist, msgs = run(body(), timeout=180)
+        assert hist == {k: [v] for k, v in last.items()}
+        assert msgs == len(last) == 7
+    finally:
+        p.stop()
+        subprocess.run(["umount", "-l", d], check=False, capture_output=True)

@@ -293,7 +293,8 @@ class Stream:
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
         self._aged: list[int] = []  # what the last max_age pass on a stream with TTLs removed
-        self._last_of: dict[str, tuple[int, int]] = {}  # subject -> (last seq, size) when max_msgs_per_subject is 1
+        self._last_of: dict[str, tuple[int, int]] = {}
+        self._last_of_epoch = -1  # the store's epoch _last_of was gathered in  # subject -> (last seq, size) when max_msgs_per_subject is 1
         self.last_msg_id = ""
         self.closed = False
         self._apply_config()
@@ -428,8 +429,11 @@ class Stream:
             # and its stored size: with one message per subject, two now means the other one is that
             # previous message, still there (any removal would have left one), so nothing is read back
             last_of = self._last_of
-            if len(last_of) > 2 * len(store.subjects) + 1024:
-                last_of.clear()  # subjects since removed: forget them (it is only a shortcut)
+            if len(last_of) > 2 * len(store.subjects) + 1024 or self._last_of_epoch != store.epoch:
+                # subjects since removed, or state reloaded after a failed commit (whose sequences are
+                # used again): forget them (it is only a shortcut)
+                last_of.clear()
+                self._last_of_epoch = store.epoch
             prev = last_of.get(subject)
             last_of[subject] = (seq, size)
             n = store.subjects.get(subject, 0)
