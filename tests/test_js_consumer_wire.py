@@ -8,6 +8,7 @@ counters and consumer counts at the end must agree too."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import tempfile
@@ -243,6 +244,7 @@ SCRIPT: list[tuple[str, str, Any]] = [
     # a bound push consumer: its deliver subject can not move
     ("sub", "bound.p", None),
     ("api", f"{A}CONSUMER.CREATE.C.BP", cc("C", {"name": "BP", "deliver_subject": "bound.p"})),
+    ("sleep", "", 0.3),  # both servers deliver the stream's messages before the info is asked for
     ("api", f"{A}CONSUMER.INFO.C.BP", ""),
     ("api", f"{A}CONSUMER.CREATE.C.BP", cc("C", {"name": "BP", "deliver_subject": "bound.q"})),
     ("api", f"{A}CONSUMER.CREATE.C.BP", cc("C", {"name": "BP", "deliver_subject": "bound.p", "description": "d"})),
@@ -361,6 +363,10 @@ async def _scenario(url: str, script: list[tuple[str, str, Any]] = SCRIPT) -> li
                 await nc.subscribe(subject)
                 await nc.flush()
                 out.append((subject, body, "subscribed"))
+                continue
+            if kind == "sleep":
+                await asyncio.sleep(body)
+                out.append((subject, body, "slept"))
                 continue
             if kind == "pub":
                 data = body
