@@ -242,7 +242,7 @@ class Sublist:
                 e[1] = gen
                 e[2] = None
                 ptoks = toks[:k]
-                if _uniform(self._root, ptoks, 0):
+                if _uniform(self._root, ptoks, k, True):
                     psubs: list = []
                     qgroups: dict[str, list] = {}
                     # every subject under the prefix matches the same subscriptions: any one will do
@@ -298,7 +298,7 @@ class Sublist:
                 pe[0] += 1
                 if pe[0] >= PARENT_MISSES and pe[1] != gen:
                     pe[1] = gen
-                    pe[2] = r if _uniform_last(self._root, toks, 0) else None
+                    pe[2] = r if _uniform(self._root, toks, len(toks) - 1, False) else None
                 if pe[2] is not None:
                     return r
         if self.cache_enabled:
@@ -336,28 +336,18 @@ def _result(psubs: list, qgroups: dict[str, list]) -> tuple[tuple, tuple]:
     return (tuple(psubs), ()) if psubs else _EMPTY
 
 
-def _uniform(level: _Level, ptoks: list[str], i: int) -> bool:
-    """Does every subscription match either all subjects under the literal `ptoks.>` or none of them?
-    Only a pattern with a token other than `>` past the prefix (`p.*`, `p.x.>`) tells them apart."""
-    if i == len(ptoks):
-        return not level.nodes and (level.pwc is None or level.pwc.empty())
+def _uniform(level: _Level, toks: list[str], end: int, deeper: bool, i: int = 0) -> bool:
+    """Does every subscription match either all subjects under the literal `toks[:end]` or none of them?
+    `deeper`: subjects of any length under it (`prefix.>`), which a pattern with a token other than `>`
+    past it tells apart (`p.*`, `p.x.>`); else those of exactly one token more, which only a literal
+    last token (`p.x`) tells apart."""
+    if i == end:
+        return not level.nodes and (not deeper or level.pwc is None or level.pwc.empty())
     pwc = level.pwc
-    if pwc is not None and pwc.next is not None and not _uniform(pwc.next, ptoks, i + 1):
-        return False
-    node = level.nodes.get(ptoks[i])
-    return node is None or node.next is None or _uniform(node.next, ptoks, i + 1)
-
-
-def _uniform_last(level: _Level, toks: list[str], i: int) -> bool:
-    """Does every subscription match either all subjects that differ from `toks` in the last token only,
-    or none of them? Only a literal last token (`p.x`) tells them apart; `p.*` and any `>` do not."""
-    if i == len(toks) - 1:
-        return not level.nodes
-    pwc = level.pwc
-    if pwc is not None and pwc.next is not None and not _uniform_last(pwc.next, toks, i + 1):
+    if pwc is not None and pwc.next is not None and not _uniform(pwc.next, toks, end, deeper, i + 1):
         return False
     node = level.nodes.get(toks[i])
-    return node is None or node.next is None or _uniform_last(node.next, toks, i + 1)
+    return node is None or node.next is None or _uniform(node.next, toks, end, deeper, i + 1)
 
 
 def _add_node(node: _Node, psubs: list, qgroups: dict[str, list]) -> None:

@@ -183,8 +183,7 @@ class Consumer:
         self._kick_scheduled = False
         self._hb_handle: asyncio.TimerHandle | None = None
         self._inactive_handle: asyncio.TimerHandle | None = None
-        # (its time kept apart: uvloop hands out a plain Handle, without when(), for a time already past)
-        self._expire_handle: asyncio.Handle | None = None
+        self._expire_handle: asyncio.Handle | None = None  # see _arm_expiry
         self._expire_at = 0.0
         self._pace_handle: asyncio.TimerHandle | None = None
         self._pace_last_ts = 0
@@ -874,13 +873,7 @@ class Consumer:
         req = PullRequest(reply, batch, max_bytes, deadline, no_wait, hb)
         self.waiting.append(req)
         if expires:
-            h = self._expire_handle
-            at = self.loop.time() + expires / NS
-            if h is None or h.cancelled() or self._expire_at <= self.loop.time() or self._expire_at > at:
-                if h is not None:
-                    h.cancel()
-                self._expire_at = at
-                self._expire_handle = self.loop.call_at(at, self._expire_waiting)
+            self._arm_expiry(self.loop.time() + expires / NS, 0.0)
         if hb:
             req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
         self._deliver_loop()
@@ -942,13 +935,18 @@ class Consumer:
                     soonest = r.expires
         self.waiting = keep
         if soonest and not self.closed:
-            at = self.loop.time() + max(0.001, soonest - time.monotonic())
-            h = self._expire_handle
-            if h is None or h.cancelled() or self._expire_at <= self.loop.time() or self._expire_at > at + 0.01:
-                if h is not None:
-                    h.cancel()
-                self._expire_at = at
-                self._expire_handle = self.loop.call_at(at, self._expire_waiting)
+            self._arm_expiry(self.loop.time() + max(0.001, soonest - time.monotonic()), 0.01)
+
+    def _arm_expiry(self, at: float, slack: float) -> None:
+        """Have `_expire_waiting` run at loop time `at`, unless it is already due before then (or less
+        than `slack` after). The time is kept apart: uvloop hands out a plain Handle, without when(), for
+        a time already past."""
+        h = self._expire_handle
+        if h is None or h.cancelled() or self._expire_at <= self.loop.time() or self._expire_at > at + slack:
+            if h is not None:
+                h.cancel()
+            self._expire_at = at
+            self._expire_handle = self.loop.call_at(at, self._expire_waiting)
 
     def _pull_heartbeat(self, req: PullRequest) -> None:
         """A waiting request's idle heartbeat; as nats-server, each message sent to it restarts the

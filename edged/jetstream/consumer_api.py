@@ -22,7 +22,6 @@ from edged.jetstream.consumer_config import (
     time_ns,
 )
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import api_json_error, first_value
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
@@ -74,24 +73,11 @@ def _consumer(req: ApiRequest) -> tuple[Stream, Consumer]:
     return s, c
 
 
-def _doc(req: ApiRequest) -> Any:
-    """The request's JSON value of any type (nats-server words a non-object by its Go type)."""
-    if not req.data.strip():
-        return {}
-    try:
-        return _dec.decode(req.data)
-    except msgspec.DecodeError as e:
-        first = first_value(req.data)  # what follows a complete value is left unread (see ApiRequest.json)
-        if first is None:
-            raise api_error("JSInvalidJSONErr", err=api_json_error(req.data) or str(e)) from None
-        return _dec.decode(first)
-
-
 def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     """nats-server's jsConsumerCreateRequest: the same checks in the same order (the subject forms, then
     the config defaults and checks, then create or update by `action`)."""
     assert req.jsa is not None
-    r = decode_create(_doc(req))
+    r = decode_create(req.value())  # any type: nats-server words a non-object by its Go type
     cfg_in: dict[str, Any] = dict(r.get("config") or {})
     action = r.get("action") or ""
     tokens = req.tokens

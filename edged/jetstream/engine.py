@@ -53,19 +53,23 @@ class ApiRequest:
         self.subject, self.tokens, self.reply, self.hdr, self.data = subject, tokens, reply, hdr, data
         self.client_info = None
 
-    def json(self, whole: bool = False) -> dict[str, Any]:
-        """The request body; empty = {}. Bad JSON is nats-server's 10025. What follows a complete first
-        value is left unread, as nats-server does, but by stream create and update (`whole`), which
-        read on and find it is no JSON value."""
+    def value(self, whole: bool = False) -> Any:
+        """The request body's JSON value, of any type; empty = {}. Bad JSON is nats-server's 10025. What
+        follows a complete first value is left unread, as nats-server does, but by stream create and
+        update (`whole`), which read on and find it is no JSON value."""
         if not self.data or not self.data.strip():
             return {}
         try:
-            v = _decoder.decode(self.data)
+            return _decoder.decode(self.data)
         except msgspec.DecodeError as e:
             first = None if whole else first_value(self.data)
             if first is None:
                 raise api_error("JSInvalidJSONErr", err=api_json_error(self.data) or str(e)) from None
-            v = _decoder.decode(first)
+            return _decoder.decode(first)
+
+    def json(self, whole: bool = False) -> dict[str, Any]:
+        """The request body as an object (see `value`)."""
+        v = self.value(whole)
         if not isinstance(v, dict):
             raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal into Go value of type object")
         return v

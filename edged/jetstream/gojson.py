@@ -117,13 +117,13 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                     literal = lit_name[1:].encode()
                     state = "lit"
                 else:
-                    return (f"invalid character {_quote_char(c, data, i)} looking for beginning of value", i + 1)
+                    return _invalid(data, i, "looking for beginning of value")
                 break
             if state == "key":
                 if c in _SPACE:
                     break
                 if c != 0x22:
-                    return (f"invalid character {_quote_char(c, data, i)} looking for beginning of object key string", i + 1)
+                    return _invalid(data, i, "looking for beginning of object key string")
                 state = "str"
                 break
             if state == "str":
@@ -132,7 +132,7 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                 elif c == 0x5C:
                     state, esc_at = "esc", i
                 elif c < 0x20:
-                    return (f"invalid character {_quote_char(c, data, i)} in string", i + 1)
+                    return _invalid(data, i, "in string")
                 break
             if state == "esc":
                 if c in _ESCAPES:
@@ -152,7 +152,7 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
             if state == "lit":
                 if c != literal[0]:
                     want = chr(literal[0])
-                    return (f"invalid character {_quote_char(c, data, i)} in literal {lit_name} (expecting '{want}')", i + 1)
+                    return _invalid(data, i, f"in literal {lit_name} (expecting '{want}')")
                 literal = literal[1:]
                 if not literal:
                     state = "end"
@@ -163,7 +163,7 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                 elif 0x31 <= c <= 0x39:
                     state = "int"
                 else:
-                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
+                    return _invalid(data, i, "in numeric literal")
                 break
             if state == "int" and c in _DIGITS:
                 break
@@ -178,7 +178,7 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                 continue
             if state == "dot":
                 if c not in _DIGITS:
-                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
+                    return _invalid(data, i, "in numeric literal")
                 state = "frac"
                 break
             if state == "frac":
@@ -196,7 +196,7 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                 continue
             if state == "exp_sign":
                 if c not in _DIGITS:
-                    return (f"invalid character {_quote_char(c, data, i)} in numeric literal", i + 1)
+                    return _invalid(data, i, "in numeric literal")
                 state = "exp_digits"
                 break
             if state == "exp_digits":
@@ -208,11 +208,11 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
             if c in _SPACE:
                 break
             if not stack:
-                return (f"invalid character {_quote_char(c, data, i)} after top-level value", i + 1)
+                return _invalid(data, i, "after top-level value")
             top = stack[-1]
             if top == "key":
                 if c != 0x3A:
-                    return (f"invalid character {_quote_char(c, data, i)} after object key", i + 1)
+                    return _invalid(data, i, "after object key")
                 stack[-1] = "val"
                 state = "value"
             elif top == "val":
@@ -222,19 +222,25 @@ def syntax_error_at(data: bytes) -> tuple[str, int] | None:
                 elif c == 0x7D:
                     stack.pop()
                 else:
-                    return (f"invalid character {_quote_char(c, data, i)} after object key:value pair", i + 1)
+                    return _invalid(data, i, "after object key:value pair")
             else:
                 if c == 0x2C:
                     state = "value"
                 elif c == 0x5D:
                     stack.pop()
                 else:
-                    return (f"invalid character {_quote_char(c, data, i)} after array element", i + 1)
+                    return _invalid(data, i, "after array element")
             break
     # end of input: complete only after a whole top-level value (a number ends there too)
     if state in ("int", "zero", "frac", "exp_digits", "end") and not stack:
         return None
     return ("unexpected end of JSON input", 0)
+
+
+def _invalid(data: bytes, i: int, context: str) -> tuple[str, int]:
+    """Go's error for the character at data[i] (as its scanner words it: "invalid character 'x' " and
+    what it was looking for), with the offset just past it."""
+    return (f"invalid character {_quote_char(data[i], data, i)} {context}", i + 1)
 
 
 def _bad_escape(data: bytes, start: int, i: int) -> str:

@@ -292,7 +292,6 @@ class Stream:
         self.consumers: dict[str, Any] = {}
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
-        self._aged: list[int] = []  # what the last max_age pass on a stream with TTLs removed
         self._last_of: dict[str, tuple[int, int]] = {}
         self._last_of_epoch = -1  # the store's epoch _last_of was gathered in  # subject -> (last seq, size) when max_msgs_per_subject is 1
         self.last_msg_id = ""
@@ -562,14 +561,13 @@ class Stream:
 
     def expire(self, now_ns: int) -> int:
         removed = 0
+        interior: list[int] = []  # removed past the front: by max_age beside messages that never expire, by TTLs
         if self.max_age > 0:
             if self.allow_ttl:
-                removed += self._expire_age_keeping_never(now_ns - self.max_age)
+                interior = self._expire_age_keeping_never(now_ns - self.max_age)
+                removed += len(interior)
             else:
                 removed += self.store.remove_older_than(now_ns - self.max_age)
-        interior: list[int] = []
-        if self.max_age > 0 and self.allow_ttl:
-            interior += self._aged  # (set by _expire_age_keeping_never: it skips messages that never expire)
         if self.allow_ttl:
             expired = self.store.expire_due(now_ns)
             removed += len(expired)
@@ -582,9 +580,9 @@ class Stream:
             self.notify_removed(seqs=interior)
         return removed
 
-    def _expire_age_keeping_never(self, cutoff: int) -> int:
+    def _expire_age_keeping_never(self, cutoff: int) -> list[int]:
         """max_age on a stream with per-message TTLs: a message published with `Nats-TTL: never` outlives
-        max_age (nats-server skips it and goes on with the next ones)."""
+        max_age (nats-server skips it and goes on with the next ones). Returns what was removed."""
         st = self.store
         doomed: list[int] = []
         seq = st.first_seq
@@ -602,8 +600,7 @@ class Stream:
             break
         for s in doomed:
             st.delete(s)
-        self._aged = doomed
-        return len(doomed)
+        return doomed
 
     def rebuild_dedupe(self) -> None:
         """After a restart: message ids published inside the duplicate window are still duplicates."""
