@@ -1,10 +1,12 @@
 """Helpers shared by the JetStream tests: run a coroutine with a deadline, a nats-py session, the
 (err_code, description) of a failed JetStream call, a wire script's replies from both servers, and
-collecting what comes back to requests (ack replies, statuses)."""
+collecting what comes back to requests (ack replies, statuses), and the consumer helpers the differential
+consumer tests share."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import time
 from typing import Any
@@ -112,3 +114,33 @@ async def exc_name(aw: Any) -> str:
     except Exception as e:
         return type(e).__name__
     return "no error"
+
+
+async def create(nc: Any, stream: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Create a consumer through the raw API (every config field, as sent); the JSON reply."""
+    name = cfg.get("durable_name") or cfg.get("name")
+    subj = f"$JS.API.CONSUMER.CREATE.{stream}.{name}" if name else f"$JS.API.CONSUMER.CREATE.{stream}"
+    r = await nc.request(subj, json.dumps({"stream_name": stream, "config": cfg}).encode(), timeout=3)
+    d = json.loads(r.data)
+    assert "error" not in d, d
+    return d
+
+
+def info_t(ci: Any) -> tuple[Any, ...]:
+    """The counters of a consumer info that acks move: delivered, ack floor, and the num_* fields."""
+    return ((ci.delivered.consumer_seq, ci.delivered.stream_seq), (ci.ack_floor.consumer_seq,
+            ci.ack_floor.stream_seq), ci.num_ack_pending, ci.num_redelivered, ci.num_pending, ci.num_waiting)
+
+
+def masked(data: bytes) -> dict[str, Any]:
+    """An advisory without what differs between any two servers (its id and time)."""
+    d = json.loads(data)
+    d.pop("id", None)
+    d.pop("timestamp", None)
+    return d
+
+
+async def sync(nc: Any, m: Any, payload: bytes = b"") -> bytes:
+    """An ack of `m` with a reply: done once the reply is in (nats-server takes acks on a queue of its
+    own, so a plain publish may still be in flight when the next request is served)."""
+    return (await nc.request(m.reply, payload, timeout=2)).data  # type: ignore[no-any-return]

@@ -7,21 +7,14 @@ are only bounded from below where the protocol promises a delay, with room for a
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.jsutil import Probe, drain, run, session
+from tests.jsutil import Probe, drain, info_t, masked, run, session, sync
 from tests.servers import ServerProcess
-
-
-def info_t(ci: Any) -> tuple[Any, ...]:
-    """The counters of a consumer info that acks move: delivered, ack floor, and the num_* fields."""
-    return ((ci.delivered.consumer_seq, ci.delivered.stream_seq), (ci.ack_floor.consumer_seq,
-            ci.ack_floor.stream_seq), ci.num_ack_pending, ci.num_redelivered, ci.num_pending, ci.num_waiting)
 
 
 def seqs(msgs: list[Any]) -> list[tuple[int, int, int]]:
@@ -29,25 +22,11 @@ def seqs(msgs: list[Any]) -> list[tuple[int, int, int]]:
     return [(m.metadata.sequence.stream, m.metadata.sequence.consumer, m.metadata.num_delivered) for m in msgs]
 
 
-def masked(data: bytes) -> dict[str, Any]:
-    """An advisory without what differs between any two servers (its id and time)."""
-    d = json.loads(data)
-    d.pop("id", None)
-    d.pop("timestamp", None)
-    return d
-
-
 async def fill(js: Any, stream: str, n: int, retention: str = "limits", add: bool = True) -> None:
     if add:
         await js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"], retention=retention)
     for i in range(n):
         await js.publish(f"{stream.lower()}.{i}", f"m{i}".encode())
-
-
-async def sync(nc: Any, m: Any, payload: bytes = b"") -> bytes:
-    """An ack of `m` with a reply: done once the reply is in (nats-server takes acks on a queue of its
-    own, so a plain publish may still be in flight when the next request is served)."""
-    return (await nc.request(m.reply, payload, timeout=2)).data  # type: ignore[no-any-return]
 
 
 def test_ack_replies_double_ack_and_bad_acks(js_server: ServerProcess) -> None:

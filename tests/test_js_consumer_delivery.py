@@ -12,20 +12,10 @@ from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.jsutil import quiet, run, session
+from tests.jsutil import create, quiet, run, session
 from tests.servers import ServerProcess
 
 NS = 1_000_000_000
-
-
-async def create(nc: Any, stream: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Create a consumer through the raw API (every config field, as sent); the JSON reply."""
-    name = cfg.get("durable_name") or cfg.get("name")
-    subj = f"$JS.API.CONSUMER.CREATE.{stream}.{name}" if name else f"$JS.API.CONSUMER.CREATE.{stream}"
-    r = await nc.request(subj, json.dumps({"stream_name": stream, "config": cfg}).encode(), timeout=3)
-    d = json.loads(r.data)
-    assert "error" not in d, d
-    return d
 
 
 async def info(nc: Any, stream: str, name: str) -> dict[str, Any]:

@@ -14,30 +14,11 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig
 
-from tests.jsutil import Probe, drain, run, session
+from tests.jsutil import Probe, drain, info_t, masked, run, session, sync
 from tests.servers import ServerProcess
 
 NS = 1_000_000_000
 U64_MAX = 2**64 - 1
-
-
-def info_t(ci: Any) -> tuple[Any, ...]:
-    """The counters of a consumer info that acks move: delivered, ack floor, and the num_* fields."""
-    return ((ci.delivered.consumer_seq, ci.delivered.stream_seq), (ci.ack_floor.consumer_seq,
-            ci.ack_floor.stream_seq), ci.num_ack_pending, ci.num_redelivered, ci.num_pending, ci.num_waiting)
-
-
-def masked(data: bytes) -> dict[str, Any]:
-    """An advisory without what differs between any two servers (its id and time)."""
-    d = json.loads(data)
-    d.pop("id", None)
-    d.pop("timestamp", None)
-    return d
-
-
-async def sync(nc: Any, m: Any, payload: bytes = b"") -> bytes:
-    """An ack of `m` with a reply: done once the reply is in."""
-    return (await nc.request(m.reply, payload, timeout=2)).data  # type: ignore[no-any-return]
 
 
 def test_ack_subject_of_wrong_shape_has_no_responders(js_server: ServerProcess) -> None:

@@ -11,18 +11,8 @@ import json
 import time
 from typing import Any
 
-from tests.jsutil import exc_name, quiet, run, session
+from tests.jsutil import create, exc_name, quiet, run, session
 from tests.servers import ServerProcess
-
-
-async def create(nc: Any, stream: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Create a consumer through the raw API (every config field as sent); the JSON reply."""
-    name = cfg.get("durable_name") or cfg.get("name")
-    r = await nc.request(f"$JS.API.CONSUMER.CREATE.{stream}.{name}",
-                         json.dumps({"stream_name": stream, "config": cfg}).encode(), timeout=3)
-    d = json.loads(r.data)
-    assert "error" not in d, d
-    return d
 
 
 async def counts(nc: Any, stream: str, name: str) -> tuple[int, int, int]:

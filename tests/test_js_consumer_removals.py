@@ -5,12 +5,11 @@ the terminated advisories must be the same as nats-server's."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.jsutil import run, session
+from tests.jsutil import masked, run, session
 from tests.servers import ServerProcess
 
 
@@ -19,16 +18,11 @@ def info_t(ci: Any) -> tuple[Any, ...]:
             ci.ack_floor.stream_seq), ci.num_ack_pending, ci.num_pending, ci.num_redelivered)
 
 
-def advisory(data: bytes) -> dict[str, Any]:
-    d = json.loads(data)
-    return {k: v for k, v in d.items() if k not in ("id", "timestamp")}
-
-
 async def advisories(sub: Any) -> list[dict[str, Any]]:
     out = []
     for _ in range(20):
         try:
-            out.append(advisory((await sub.next_msg(0.5)).data))
+            out.append(masked((await sub.next_msg(0.5)).data))
         except Exception:
             break
     return sorted(out, key=lambda a: (a["consumer"], a["stream_seq"]))
