@@ -405,7 +405,7 @@ class Stream:
             if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
         self.jsa.check_store(self, size)
-        if self.js.store_full and self.file:
+        if self.js.store_full and self.file and not self.js.space_back():
             raise api_error("JSInsufficientResourcesErr")
         try:
             seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0, size)
@@ -462,8 +462,9 @@ class Stream:
         if reply and not self.no_ack:
             if hasattr(committed, "add_done_callback"):
                 self.js.ack_after(committed, self.jsa, reply, self.name, seq)
-            else:
+            else:  # a memory stream: stored already
                 self.js.send_ack(self.jsa, reply, self.name, seq)
+                self.js.spin()
 
     def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
         src, dest, headers_only = self.republish  # type: ignore[misc]
