@@ -176,6 +176,71 @@ def test_disk_full_is_an_error_and_recoverable() -> None:
         subprocess.run(["umount", "-l", d], capture_output=True, timeout=10)
 
 
+def test_publishing_resumes_when_the_disk_has_room_again() -> None:
+    """Something else filled the disk (logs, another program) and edged refuses publishes; once that is
+    cleared away, without any message removed, publishing resumes on its own, the sequence going on from
+    the last acked message, and nothing stored is lost, also across a restart."""
+    d = tempfile.mkdtemp(prefix="js-room-")
+    _mount_tmpfs(d, "48m")
+    p = ServerProcess("edged", ["-js", "-sd", d])
+    try:
+        p.start()
+
+        async def body() -> dict[str, Any]:
+            nc = await nats.connect(p.url)
+            js = nc.jetstream(timeout=10)
+            await js.add_stream(name="FILL", subjects=["fill"])
+            st = os.statvfs(d)
+            filler = os.path.join(d, "filler")
+            with open(filler, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 6 * 1024 * 1024)
+            acked, errors = 0, []
+            for _ in range(2000):
+                try:
+                    await js.publish("fill", os.urandom(64 * 1024))
+                    acked += 1
+                except APIError as e:
+                    errors.append(e.err_code)
+                    if errors.count(10023) >= 3:
+                        break
+            refused_before = 10023 in errors
+            os.unlink(filler)
+            resumed, tries = None, 0
+            for tries in range(1, 51):  # space_back looks at most once a second
+                try:
+                    resumed = (await js.publish("fill", b"after")).seq
+                    break
+                except APIError as e:
+                    assert e.err_code == 10023, e
+                    await asyncio.sleep(0.1)
+            more = [(await js.publish("fill", b"more")).seq for _ in range(3)]
+            info = await js.stream_info("FILL")
+            await nc.close()
+            return {"acked": acked, "refused": refused_before, "first_error": errors[0], "resumed": resumed,
+                    "tries": tries, "more": more, "msgs": info.state.messages}
+
+        r = run(body(), timeout=180)
+        assert r["acked"] > 3 and r["refused"] and r["first_error"] == 10077
+        assert r["resumed"] == r["acked"] + 1, r
+        assert r["more"] == [r["acked"] + 2, r["acked"] + 3, r["acked"] + 4]
+        assert r["msgs"] == r["acked"] + 4
+        assert os.path.getsize(os.path.join(d, "jetstream", "space.reserve")) > 0  # the reserve was made again
+        p.restart()
+
+        async def after() -> tuple[int, int, bytes]:
+            nc = await nats.connect(p.url)
+            js = nc.jetstream()
+            info = await js.stream_info("FILL")
+            last = (await js.get_msg("FILL", info.state.last_seq)).data
+            await nc.close()
+            return info.state.messages, info.state.last_seq, last
+
+        assert run(after()) == (r["acked"] + 4, r["acked"] + 4, b"more")
+    finally:
+        p.stop()
+        subprocess.run(["umount", "-l", d], check=False, capture_output=True, timeout=10)
+
+
 def test_kv_puts_through_a_full_disk_keep_one_revision_per_key() -> None:
     """A KV put whose commit fails on a full disk is not stored, and its sequence is used again. Once room
     is made (the other keys purged, which lets publishing resume), puts carry on, the failed key's first:

@@ -186,6 +186,7 @@ class JetStream:
         # disk full: see note_store_full
         self.store_full = False
         self._full_usage = 0
+        self._full_probe = 0.0  # when space_back last looked
         self._reserve_path = os.path.join(self.store_dir, RESERVE_NAME)
         self._reserve_size = 0
         self.started = 0.0
@@ -343,8 +344,7 @@ class JetStream:
         nothing could ever be removed; releasing the reserve gives exactly that room back."""
         try:
             st = os.statvfs(self.store_dir)
-            size = min(RESERVE_MAX, st.f_blocks * st.f_frsize // 20)
-            size -= size % 4096
+            size = _reserve_for(st)
             if size <= 0:
                 return
             if os.path.exists(self._reserve_path) and os.path.getsize(self._reserve_path) >= size:
@@ -374,8 +374,30 @@ class JetStream:
             os.unlink(self._reserve_path)
         self._reserve_size = 0
         log.error("JetStream: the store's disk is full (%s); released %d reserved bytes so purges and deletes "
-                  "can proceed; publishes to file streams are refused until messages are removed",
+                  "can proceed; publishes to file streams are refused until messages are removed or the disk "
+                  "has room again",
                   self.store_dir, released)
+
+    def space_back(self) -> bool:
+        """Publishes are refused for a full disk, but has it room again: files of something else deleted,
+        the filesystem grown? Looked at (statvfs) at most once a second, by the publishes refused."""
+        now = time.monotonic()
+        if now - self._full_probe < 1.0:
+            return False
+        self._full_probe = now
+        try:
+            st = os.statvfs(self.store_dir)
+        except OSError:
+            return False
+        # room for the reserve and three times as much besides, so that a publisher does not bounce
+        # straight back onto a full disk
+        if st.f_bavail * st.f_frsize < 4 * max(_reserve_for(st), 1 << 20):
+            return False
+        self.store_full = False
+        log.info("JetStream: the store's disk has room again; publishes to file streams are accepted again")
+        if not self._reserve_size:
+            self._make_reserve()
+        return True
 
     def space_freed(self) -> None:
         """Called after a purge or delete committed: maybe publishes can resume right away."""
@@ -393,7 +415,7 @@ class JetStream:
                 st = os.statvfs(self.store_dir)
             except OSError:
                 return
-            if st.f_bavail * st.f_frsize > 2 * RESERVE_MAX:
+            if st.f_bavail * st.f_frsize > 2 * max(_reserve_for(st), 1 << 20):
                 self._make_reserve()
 
     # ------------------------------------------------------------------ API
@@ -793,6 +815,12 @@ class JetStream:
                 if consumer and consumer not in s.consumers:
                     return False, f"JetStream consumer '{consumer}' could not be found"
         return True, ""
+
+
+def _reserve_for(st: os.statvfs_result) -> int:
+    """The reserve kept on a filesystem: 5% of it, at most RESERVE_MAX, in whole pages."""
+    size = min(RESERVE_MAX, st.f_blocks * st.f_frsize // 20)
+    return size - size % 4096
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
