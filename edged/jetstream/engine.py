@@ -703,6 +703,15 @@ class JetStream:
             now = time.time_ns()
             for jsa in list(self.accounts.values()):
                 for s in list(jsa.streams.values()):
+                    if s.store.epoch != s.limits_epoch:
+                        # the store reloaded the stream after a failed commit (a full disk): the
+                        # removals that were to follow the commits before it (a KV put's previous
+                        # revision, see storage's _drop_later) were lost with it
+                        s.limits_epoch = s.store.epoch
+                        try:
+                            s.enforce_limits(max_age=False)
+                        except Exception as e:
+                            log.error("JetStream: applying the limits of stream %s failed: %s", s.name, e)
                     if s.max_age or s.allow_ttl or s.dedupe:
                         try:
                             s.expire(now)

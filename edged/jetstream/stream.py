@@ -293,7 +293,10 @@ class Stream:
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
         self._last_of: dict[str, tuple[int, int]] = {}
-        self._last_of_epoch = -1  # the store's epoch _last_of was gathered in  # subject -> (last seq, size) when max_msgs_per_subject is 1
+        # subject -> (last seq, size) when max_msgs_per_subject is 1, and the store epoch it is from
+        self._last_of_epoch = -1
+        # the store epoch the limits were last applied in: see JetStream._tick
+        self.limits_epoch = store.epoch
         self.last_msg_id = ""
         self.closed = False
         self._apply_config()
