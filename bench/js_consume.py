@@ -92,25 +92,16 @@ class _Client:
 
 
 PHASES = ("pull", "push", "kv_put", "kv_get")
-# Runs per server, even: whichever server ran a phase second measured a few percent faster in it (3-7%
-# in KV put on this VM; the client process warmed up by the first run, most likely), so each server
-# goes first in as many runs as the other. Best of them.
+# Runs per server, even, so that each server runs first in as many runs as the other (whichever ran
+# second measured a few percent faster, 3-7% in KV put on this VM). Best of them.
 REPS = 4
 
 
-async def _section(servers: dict[str, Server], n: int, order: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
-    """Both servers up, each phase run on one and then the other: a slower stretch of the machine
-    (other tenants of a VM's host, a checkpoint of the other server's store) falls on both alike
-    instead of on whichever ran its whole scenario then."""
-    clients = {k: _Client(servers[k]) for k in order}
-    for c in clients.values():
-        await c.setup(n)
-    out: dict[str, dict[str, tuple[float, float]]] = {k: {} for k in order}
-    for phase in PHASES:
-        for k in order:
-            out[k][phase] = await clients[k].measure(phase, n)
-    for c in clients.values():
-        await c.nc.close()
+async def _scenario(srv: Server, n: int) -> dict[str, tuple[float, float]]:
+    c = _Client(srv)
+    await c.setup(n)
+    out = {phase: await c.measure(phase, n) for phase in PHASES}
+    await c.nc.close()
     return out
 
 
@@ -119,14 +110,12 @@ def run(report: Report) -> None:
     reps = 1 if report.quick else REPS
     runs: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in KINDS}
     for i in range(reps):
-        # fresh servers per run (the scenario fills a stream), which one goes first alternating
-        order = list(KINDS if i % 2 == 0 else KINDS[::-1])
-        dirs = {k: tempfile.mkdtemp(prefix=f"bench-jsc-{k}-") for k in KINDS}
-        with Server(KINDS[0], config=f'jetstream {{ store_dir: "{dirs[KINDS[0]]}" }}\n') as a, \
-                Server(KINDS[1], config=f'jetstream {{ store_dir: "{dirs[KINDS[1]]}" }}\n') as b:
-            res = asyncio.run(_section({KINDS[0]: a, KINDS[1]: b}, n, order))
-        for k in KINDS:
-            runs[k].append(res[k])
+        # one server at a time, as deployed, a fresh one per run (the scenario fills a stream); the
+        # order alternates between runs so that a slower machine early or late falls on both alike
+        for kind in KINDS if i % 2 == 0 else KINDS[::-1]:
+            d = tempfile.mkdtemp(prefix=f"bench-jsc-{kind}-")
+            with Server(kind, config=f'jetstream {{ store_dir: "{d}" }}\n') as srv:
+                runs[kind].append(asyncio.run(_scenario(srv, n)))
     res = {kind: {k: max(r[k] for r in rs) for k in PHASES} for kind, rs in runs.items()}
     e, ns = res["edged"], res["nats-server"]
     for key, label in (("pull", "pull fetch 500, explicit ack"), ("push", "push consume"), ("kv_put", "KV put"),
