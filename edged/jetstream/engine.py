@@ -186,7 +186,6 @@ class JetStream:
         # disk full: see note_store_full
         self.store_full = False
         self._full_usage = 0
-        self._full_probe = 0.0  # when space_back last looked
         self._reserve_path = os.path.join(self.store_dir, RESERVE_NAME)
         self._reserve_size = 0
         self.started = 0.0
@@ -364,7 +363,8 @@ class JetStream:
 
     def note_store_full(self) -> None:
         """The store hit a full disk: release the reserve so that purges and deletes can be written, and
-        refuse publishes to file streams until enough has been removed (_check_space)."""
+        refuse publishes to file streams until enough has been removed or the disk has room again
+        (_check_space)."""
         if self.store_full:
             return
         self.store_full = True
@@ -378,45 +378,33 @@ class JetStream:
                   "has room again",
                   self.store_dir, released)
 
-    def space_back(self) -> bool:
-        """Publishes are refused for a full disk, but has it room again: files of something else deleted,
-        the filesystem grown? Looked at (statvfs) at most once a second, by the publishes refused."""
-        now = time.monotonic()
-        if now - self._full_probe < 1.0:
-            return False
-        self._full_probe = now
-        try:
-            st = os.statvfs(self.store_dir)
-        except OSError:
-            return False
-        # room for the reserve and three times as much besides, so that a publisher does not bounce
-        # straight back onto a full disk
-        if st.f_bavail * st.f_frsize < 4 * max(_reserve_for(st), 1 << 20):
-            return False
-        self.store_full = False
-        log.info("JetStream: the store's disk has room again; publishes to file streams are accepted again")
-        if not self._reserve_size:
-            self._make_reserve()
-        return True
-
     def space_freed(self) -> None:
         """Called after a purge or delete committed: maybe publishes can resume right away."""
         if self.store_full:
             self._check_space()
 
     def _check_space(self) -> None:
-        need = max(1, min(RESERVE_MAX // 2, self._full_usage // 2))
-        if self.store_full and self.total_usage()[1] <= self._full_usage - need:
-            # enough removed: the database reuses those pages without growing
-            self.store_full = False
-            log.info("JetStream: messages were removed; publishes to file streams are accepted again")
-        if not self._reserve_size:
-            try:
-                st = os.statvfs(self.store_dir)
-            except OSError:
-                return
-            if st.f_bavail * st.f_frsize > 2 * max(_reserve_for(st), 1 << 20):
-                self._make_reserve()
+        """While the disk is full (and each tick until the reserve is back): resume publishes once
+        messages were removed, or once the disk has room again for another reason (something else's
+        files deleted, the filesystem grown); make the reserve again when there is room for it."""
+        try:
+            st: os.statvfs_result | None = os.statvfs(self.store_dir)
+        except OSError:
+            st = None
+        if self.store_full:
+            need = max(1, min(RESERVE_MAX // 2, self._full_usage // 2))
+            if self.total_usage()[1] <= self._full_usage - need:
+                # enough removed: the database reuses those pages without growing
+                self.store_full = False
+                log.info("JetStream: messages were removed; publishes to file streams are accepted again")
+            elif st is not None and _free_reserves(st) >= 4:
+                # room for the reserve and three times as much besides, so that a publisher does not
+                # bounce straight back onto a full disk
+                self.store_full = False
+                log.info("JetStream: the store's disk has room again; publishes to file streams are accepted "
+                         "again")
+        if not self._reserve_size and st is not None and _free_reserves(st) > 2:
+            self._make_reserve()
 
     # ------------------------------------------------------------------ API
 
@@ -830,6 +818,11 @@ def _reserve_for(st: os.statvfs_result) -> int:
     """The reserve kept on a filesystem: 5% of it, at most RESERVE_MAX, in whole pages."""
     size = min(RESERVE_MAX, st.f_blocks * st.f_frsize // 20)
     return size - size % 4096
+
+
+def _free_reserves(st: os.statvfs_result) -> float:
+    """The filesystem's free space in reserves (at least 1 MB each)."""
+    return st.f_bavail * st.f_frsize / max(_reserve_for(st), 1 << 20)
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

@@ -292,8 +292,8 @@ class Stream:
         self.consumers: dict[str, Any] = {}
         self.subs: list[Any] = []
         self.dedupe: dict[str, tuple[int, int]] = {}
-        self._last_of: dict[str, tuple[int, int]] = {}
         # subject -> (last seq, size) when max_msgs_per_subject is 1, and the store epoch it is from
+        self._last_of: dict[str, tuple[int, int]] = {}
         self._last_of_epoch = -1
         # the store epoch the limits were last applied in: see JetStream._tick
         self.limits_epoch = store.epoch
@@ -408,7 +408,7 @@ class Stream:
             if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
         self.jsa.check_store(self, size)
-        if self.js.store_full and self.file and not self.js.space_back():
+        if self.js.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
         try:
             seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0, size)
