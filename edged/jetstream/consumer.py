@@ -359,13 +359,8 @@ class Consumer:
         self._np = None
         self._buf.clear()
         pend = self.pending
-        if not pend:
-            gone = []
-        elif seqs:
-            took = set(seqs)
-            gone = [s for s in pend if s < first_seq or s in took]
-        else:
-            gone = [s for s in pend if s < first_seq]
+        took = set(seqs) if seqs else ()
+        gone = [s for s in pend if s < first_seq or s in took] if pend else []
         for s in gone:
             dseq = pend.pop(s)[0]
             deliveries = self.rdc.pop(s, 1)
