@@ -8,11 +8,13 @@ the test fills the disk from outside, as other programs would.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import nats
@@ -106,12 +108,45 @@ def _mount_tmpfs(path: str, size: str) -> None:
         pytest.skip(f"needs a small filesystem to fill (mount tmpfs as root): {e}")
 
 
-def test_disk_full_is_an_error_and_recoverable() -> None:
-    d = tempfile.mkdtemp(prefix="js-full-")
+@contextlib.contextmanager
+def _edged_on_tmpfs(prefix: str) -> Iterator[tuple[str, ServerProcess]]:
+    """edged with its store on a 48 MB tmpfs of its own, to fill: (its directory, the server)."""
+    d = tempfile.mkdtemp(prefix=prefix)
     _mount_tmpfs(d, "48m")
     p = ServerProcess("edged", ["-js", "-sd", d])
     try:
         p.start()
+        yield d, p
+    finally:
+        p.stop()
+        subprocess.run(["umount", "-l", d], check=False, capture_output=True, timeout=10)
+
+
+def _fill_disk(d: str, leave: int) -> str:
+    """Something else fills the disk (logs, another program), leaving `leave` bytes: its file."""
+    st = os.statvfs(d)
+    filler = os.path.join(d, "filler")
+    with open(filler, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - leave)
+    return filler
+
+
+async def _publish_until_refused(js: Any, stop: Callable[[list[int]], bool]) -> tuple[int, list[int]]:
+    """Publish 64 KB messages until `stop(error codes so far)`: (how many were acked, the error codes)."""
+    acked, errors = 0, []
+    for _ in range(2000):
+        try:
+            await js.publish("fill", os.urandom(64 * 1024))
+            acked += 1
+        except APIError as e:
+            errors.append(e.err_code)
+            if stop(errors):
+                break
+    return acked, errors
+
+
+def test_disk_full_is_an_error_and_recoverable() -> None:
+    with _edged_on_tmpfs("js-full-") as (d, p):
 
         async def fill() -> dict[str, Any]:
             nc = await nats.connect(p.url)
@@ -119,19 +154,9 @@ def test_disk_full_is_an_error_and_recoverable() -> None:
             await js.add_stream(name="KEEP", subjects=["keep"])
             kept = [(await js.publish("keep", f"k{i}".encode())).seq for i in range(20)]
             await js.add_stream(name="FILL", subjects=["fill"])
-            # something else fills the disk (logs, another program): leave edged a few MB
-            st = os.statvfs(d)
-            with open(os.path.join(d, "filler"), "wb") as f:
-                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 6 * 1024 * 1024)
-            acked, errors = 0, set()
-            for _ in range(2000):
-                try:
-                    await js.publish("fill", os.urandom(64 * 1024))
-                    acked += 1
-                except APIError as e:
-                    errors.add(e.err_code)
-                    if len(errors) >= 2:
-                        break
+            _fill_disk(d, 6 * 1024 * 1024)  # leave edged a few MB
+            acked, codes = await _publish_until_refused(js, lambda codes: len(set(codes)) >= 2)
+            errors = set(codes)
             # the server still answers, and what was stored is readable
             info = await js.stream_info("FILL")
             keep = [(await js.get_msg("KEEP", s)).data for s in kept]
@@ -171,42 +196,24 @@ def test_disk_full_is_an_error_and_recoverable() -> None:
         assert (fill.state.messages, fill.state.last_seq) == (1, r["acked"] + 1)
         assert keep.state.messages == 21
         assert data == [f"k{i}".encode() for i in range(20)] + [b"later"]
-    finally:
-        p.stop()
-        subprocess.run(["umount", "-l", d], capture_output=True, timeout=10)
 
 
 def test_publishing_resumes_when_the_disk_has_room_again() -> None:
     """Something else filled the disk (logs, another program) and edged refuses publishes; once that is
     cleared away, without any message removed, publishing resumes on its own, the sequence going on from
     the last acked message, and nothing stored is lost, also across a restart."""
-    d = tempfile.mkdtemp(prefix="js-room-")
-    _mount_tmpfs(d, "48m")
-    p = ServerProcess("edged", ["-js", "-sd", d])
-    try:
-        p.start()
+    with _edged_on_tmpfs("js-room-") as (d, p):
 
         async def body() -> dict[str, Any]:
             nc = await nats.connect(p.url)
             js = nc.jetstream(timeout=10)
             await js.add_stream(name="FILL", subjects=["fill"])
-            st = os.statvfs(d)
-            filler = os.path.join(d, "filler")
-            with open(filler, "wb") as f:
-                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 6 * 1024 * 1024)
-            acked, errors = 0, []
-            for _ in range(2000):
-                try:
-                    await js.publish("fill", os.urandom(64 * 1024))
-                    acked += 1
-                except APIError as e:
-                    errors.append(e.err_code)
-                    if errors.count(10023) >= 3:
-                        break
+            filler = _fill_disk(d, 6 * 1024 * 1024)
+            acked, errors = await _publish_until_refused(js, lambda codes: codes.count(10023) >= 3)
             refused_before = 10023 in errors
             os.unlink(filler)
             resumed = None
-            for _ in range(50):  # space_back looks at most once a second
+            for _ in range(50):  # the ticker looks once a second
                 try:
                     resumed = (await js.publish("fill", b"after")).seq
                     break
@@ -236,9 +243,6 @@ def test_publishing_resumes_when_the_disk_has_room_again() -> None:
             return info.state.messages, info.state.last_seq, last
 
         assert run(after()) == (r["acked"] + 4, r["acked"] + 4, b"more")
-    finally:
-        p.stop()
-        subprocess.run(["umount", "-l", d], check=False, capture_output=True, timeout=10)
 
 
 def test_kv_puts_through_a_full_disk_keep_one_revision_per_key() -> None:
@@ -246,21 +250,14 @@ def test_kv_puts_through_a_full_disk_keep_one_revision_per_key() -> None:
     is made (the other keys purged, which lets publishing resume), puts carry on, the failed key's first:
     each key keeps exactly its last acked value, and no put removes its own value or another key's (the
     bucket's shortcut to a key's previous revision must not outlive the failure)."""
-    d = tempfile.mkdtemp(prefix="js-kvfull-")
-    _mount_tmpfs(d, "48m")
-    p = ServerProcess("edged", ["-js", "-sd", d])
-    try:
-        p.start()
+    with _edged_on_tmpfs("js-kvfull-") as (d, p):
 
         async def body() -> tuple[dict[str, bytes], dict[str, list[bytes]], int]:
             nc = await nats.connect(p.url)
             js = nc.jetstream(timeout=10)
             kv = await js.create_key_value(bucket="F", history=1)
             last: dict[str, bytes] = {}
-            st = os.statvfs(d)
-            filler = os.path.join(d, "filler")
-            with open(filler, "wb") as f:
-                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 4 * 1024 * 1024)
+            filler = _fill_disk(d, 4 * 1024 * 1024)
             failed = ""
             for i in range(400):
                 key = f"k{i % 7}"
@@ -304,6 +301,3 @@ def test_kv_puts_through_a_full_disk_keep_one_revision_per_key() -> None:
         last, hist, msgs = run(body(), timeout=180)
         assert hist == {k: [v] for k, v in last.items()}
         assert msgs == len(last) == 7
-    finally:
-        p.stop()
-        subprocess.run(["umount", "-l", d], check=False, capture_output=True)
