@@ -851,8 +851,8 @@ class Consumer:
         if no_wait:
             # as nats-server: 404 at once only when nothing is there and the request would not wait; with
             # messages there it is served (at max_ack_pending too, once acks make room) and ends at the end
-            if self._ackq:
-                self._drain_acks()
+            if self._ackq and self.redeliver:
+                self._drain_acks()  # an acked message is not counted as one to redeliver
             there = self.num_pending() + len(self.redeliver)
             if not there and not expires:
                 self._status(reply, 404, "No Messages")
