@@ -33,9 +33,10 @@ WAL growth is bounded by a PASSIVE checkpoint on the writer thread, on a connect
 every `wal_autocheckpoint` (4000, 16 MB) pages written (estimated from the batches). SQLite's own
 autocheckpoint is off: it runs inside the committing call, and a small batch commits on the loop
 thread, where the checkpoint's fdatasyncs would stall every connection. Small commits go on beside
-a checkpoint; every third one then holds them back for a short second pass, because SQLite only
-starts the -wal file over when a write begins with every frame copied back (so the -wal file
-stays under about four intervals). The interval is SQLite's default times four: each checkpoint
+a checkpoint; once the -wal file holds three intervals, one then holds them back for a short second
+pass, because SQLite only starts the -wal file over when a write begins with every frame copied back
+(so the -wal file stays under about four intervals). Each checkpoint reports the frames really in
+the file, which replaces the estimate so far (for KV puts, about three times the real count). The interval is SQLite's default times four: each checkpoint
 fsyncs the -wal file, and a commit landing meanwhile can wait for that write-back (a frame shares
 its first page with the one before), which at 1000 pages put a publisher awaiting each ack behind
 an fsync every few hundred messages. Also a PASSIVE checkpoint when
@@ -1023,25 +1024,35 @@ class SQLiteStore(Store):
         self._submit_checkpoint(False)
 
     def _submit_checkpoint(self, fsync_wal: bool, block: bool = False) -> None:
-        """A PASSIVE checkpoint on the writer thread. Inline commits go on beside it, except every third
-        interval (`block`): SQLite only starts the -wal file over when a write begins with
-        every frame copied back, which commits landing during each checkpoint would prevent for as long
-        as the load lasts. A blocking one first runs as a plain one, beside the commits, and only then
+        """A PASSIVE checkpoint on the writer thread. Inline commits go on beside it, except once the
+        -wal file holds three intervals (`block`): SQLite only starts the -wal file over when a write
+        begins with every frame copied back, which commits landing during each checkpoint would prevent
+        for as long as the load lasts. A blocking one first runs as a plain one, beside the commits, and only then
         once more holding them back (sending the commits behind it to the writer thread until it is
         done): that pass has only what was committed during the first to copy and fsync, so a publisher
         waits for a short pass, not for a whole interval's pages. Should the first pass take so long
-        that another interval's pages are written meanwhile, commits are held from then on."""
+        that another interval's pages are written meanwhile, commits are held from then on; should it
+        find the file smaller than estimated (or started over by SQLite), there is no second pass."""
         assert self._loop is not None and self._exec is not None
         self._wal_pages = 0
         if block:
             self._restarting = True
         self._ckpts += 1
         f = self._loop.run_in_executor(self._exec, self._checkpoint, fsync_wal)
+        since = self._since_restart
 
         def done(_: Any) -> None:
             self._ckpts -= 1
+            frames = None if f.cancelled() or f.exception() is not None else f.result()
+            if frames is not None and not self._holding and self._since_restart >= since:
+                # the frames really in the -wal file, plus the estimate of what came after: the estimate
+                # alone runs ahead (3-4x for KV puts), which would hold commits back needlessly often
+                self._since_restart = min(self._since_restart, frames + self._since_restart - since)
             if block:
-                self._hold_checkpoint()
+                if self._holding or self._since_restart >= 3 * self._autockpt:
+                    self._hold_checkpoint()
+                else:
+                    self._restarting = False  # the -wal file is smaller than estimated: no holding yet
 
         f.add_done_callback(done)
 
@@ -1070,12 +1081,13 @@ class SQLiteStore(Store):
 
         f.add_done_callback(done)
 
-    def _checkpoint(self, fsync_wal: bool) -> None:
+    def _checkpoint(self, fsync_wal: bool) -> int | None:
         """Runs on the writer thread, on its own connection. fsyncing the -wal file makes every commit so
-        far power-safe under synchronous=NORMAL; the PASSIVE checkpoint then bounds WAL growth."""
+        far power-safe under synchronous=NORMAL; the PASSIVE checkpoint then bounds WAL growth. Returns
+        the number of frames in the -wal file (None if unknown)."""
         c = self._kconn
         if c is None:
-            return
+            return None
         if fsync_wal:
             with contextlib.suppress(OSError):
                 fd = os.open(self.path + "-wal", os.O_RDONLY)
@@ -1084,7 +1096,10 @@ class SQLiteStore(Store):
                 finally:
                     os.close(fd)
         with contextlib.suppress(sqlite3.Error):
-            c.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            row = c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if row is not None and row[1] >= 0:
+                return int(row[1])
+        return None
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed, the held-back removals too."""
