@@ -921,10 +921,10 @@ class SQLiteStore(Store):
                 if self._restarting:
                     if not self._holding and self._since_restart >= 4 * self._autockpt:
                         self._hold()  # the first pass is taking long: the -wal file grows no further
-                elif self._since_restart >= 3 * self._autockpt:
-                    self._submit_checkpoint(False, block=True)
                 elif self._wal_pages >= self._autockpt and not self._ckpts:
-                    self._submit_checkpoint(False)  # on the writer thread, beside the next inline commits
+                    # on the writer thread, beside the next inline commits; once the -wal file may hold
+                    # three intervals, one that holds them back after (if its first pass finds it so)
+                    self._submit_checkpoint(False, block=self._since_restart >= 3 * self._autockpt)
         else:
             self._fail(b, _wrap(exc))
         if self._closed or self._loop is None:
