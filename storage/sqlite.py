@@ -925,6 +925,9 @@ class SQLiteStore(Store):
                     # on the writer thread, beside the next inline commits; once the -wal file may hold
                     # three intervals, one that holds them back after (if its first pass finds it so)
                     self._submit_checkpoint(False, block=self._since_restart >= 3 * self._autockpt)
+                elif self._since_restart >= 4 * self._autockpt:
+                    # a checkpoint is running and the file grows on: hold commits back right after it
+                    self._submit_checkpoint(False, block=True)
         else:
             self._fail(b, _wrap(exc))
         if self._closed or self._loop is None:

@@ -116,11 +116,6 @@ def test_commits_are_held_back_only_once_the_wal_really_holds_three_intervals() 
     grown = [seen[i - 1][1] for i in range(1, len(seen)) if seen[i][0] and not seen[i - 1][0]]
     assert all(2 * interval <= n for n in grown), (grown, seen)
     assert max(n for _, n in seen) < 4 * interval, seen
-    # and the checkpoints keep their cadence meanwhile: about an interval's (estimated) pages apart, not
-    # one right after the other while the file nears three intervals
-    plain = [n for holding, n in seen if not holding]
-    steps = [b - a for a, b in zip(plain, plain[1:], strict=False) if b > a]
-    assert min(steps) >= interval // 8, (steps, seen)
 
 
 def test_idle_checkpoint_waits_for_a_quiet_second() -> None:
