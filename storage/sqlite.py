@@ -36,8 +36,8 @@ thread, where the checkpoint's fdatasyncs would stall every connection. Small co
 a checkpoint; once the -wal file holds three intervals, one then holds them back for a short second
 pass, because SQLite only starts the -wal file over when a write begins with every frame copied back
 (so the -wal file stays under about four intervals). Each checkpoint reports the frames really in
-the file, which replaces the estimate so far (for KV puts, about three times the real count). The interval is SQLite's default times four: each checkpoint
-fsyncs the -wal file, and a commit landing meanwhile can wait for that write-back (a frame shares
+the file, which replaces the estimate so far (for KV puts, about three times the real count). The
+interval is SQLite's default times four: each checkpoint fsyncs the -wal file, and a commit landing meanwhile can wait for that write-back (a frame shares
 its first page with the one before), which at 1000 pages put a publisher awaiting each ack behind
 an fsync every few hundred messages. Also a PASSIVE checkpoint when
 the writer goes idle after a burst, and `journal_size_limit`, which truncates the -wal file after a
@@ -1030,9 +1030,9 @@ class SQLiteStore(Store):
         """A PASSIVE checkpoint on the writer thread. Inline commits go on beside it, except once the
         -wal file holds three intervals (`block`): SQLite only starts the -wal file over when a write
         begins with every frame copied back, which commits landing during each checkpoint would prevent
-        for as long as the load lasts. A blocking one first runs as a plain one, beside the commits, and only then
-        once more holding them back (sending the commits behind it to the writer thread until it is
-        done): that pass has only what was committed during the first to copy and fsync, so a publisher
+        for as long as the load lasts. A blocking one first runs as a plain one, beside the commits, and
+        only then once more holding them back (sending the commits behind it to the writer thread until
+        it is done): that pass has only what was committed during the first to copy and fsync, so a publisher
         waits for a short pass, not for a whole interval's pages. Should the first pass take so long
         that another interval's pages are written meanwhile, commits are held from then on; should it
         find the file smaller than estimated (or started over by SQLite), there is no second pass."""

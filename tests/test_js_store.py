@@ -26,9 +26,11 @@ from tests.jsutil import run
 from tests.servers import ServerProcess
 
 
-def _record_checkpoints(store: SQLiteStore, holding: list[bool] | None = None) -> list[int]:
+def _record_checkpoints(store: SQLiteStore, holding: list[bool] | None = None,
+                        frames: list[int] | None = None) -> list[int]:
     """From now on, the thread of each checkpoint the store runs, one entry per checkpoint (and in
-    `holding`, whether it held commits back)."""
+    `holding`, whether it held commits back; in `frames`, the frames it found in the -wal file, -1 if
+    it could not tell)."""
     threads: list[int] = []
     orig = store._checkpoint
 
@@ -36,7 +38,10 @@ def _record_checkpoints(store: SQLiteStore, holding: list[bool] | None = None) -
         threads.append(threading.get_ident())
         if holding is not None:
             holding.append(store._exec_busy > 0)
-        return orig(fsync_wal)
+        n = orig(fsync_wal)
+        if frames is not None:
+            frames.append(-1 if n is None else n)
+        return n
 
     store._checkpoint = spy  # type: ignore[method-assign]
     return threads
@@ -81,19 +86,13 @@ def test_commits_are_held_back_only_once_the_wal_really_holds_three_intervals() 
     d = tempfile.mkdtemp(prefix="js-hold-")
     interval = 640
 
-    async def body() -> list[tuple[bool, int]]:
+    holding: list[bool] = []
+    frames: list[int] = []
+
+    async def body() -> None:
         store = SQLiteStore(d, wal_autocheckpoint=interval)
         await store.open()
-        seen: list[tuple[bool, int]] = []
-        orig = store._checkpoint
-
-        def spy(fsync_wal: bool) -> int | None:
-            holding = store._exec_busy > 0
-            n = orig(fsync_wal)
-            seen.append((holding, -1 if n is None else n))
-            return n
-
-        store._checkpoint = spy  # type: ignore[method-assign]
+        _record_checkpoints(store, holding, frames)
         st = store.create_stream("KV_B", b"{}")
         await store.flush()
         last: dict[str, tuple[int, int]] = {}
@@ -106,9 +105,9 @@ def test_commits_are_held_back_only_once_the_wal_really_holds_three_intervals() 
             await done
             await asyncio.sleep(0.0001)
         await store.close()
-        return seen
 
-    seen = run(body())
+    run(body())
+    seen = list(zip(holding, frames, strict=True))
     assert all(n >= 0 for _, n in seen) and len(seen) >= 20, seen
     # a pass that holds commits back follows the plain first pass of its checkpoint, which tells how big
     # the -wal file had grown; with the estimate alone that was about one interval (and less after SQLite
