@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -59,8 +61,25 @@ def main(argv: list[str] | None = None) -> int:
     modules = list(dict.fromkeys(m for s in wanted for m in SECTIONS[s]))
     report = Report(quick=a.quick)
     print(report.header(), flush=True)
-    failed = False
+    # servers' workdirs and stores (a 50k-message fill, a -wal file of tens of MB) go under one
+    # directory, removed at the end: left in /tmp, a few hundred runs filled a disk
     t_all = time.monotonic()
+    tmp_root = tempfile.mkdtemp(prefix="edged-bench-")
+    tempfile.tempdir = tmp_root
+    try:
+        failed = _run_sections(modules, report)
+    finally:
+        tempfile.tempdir = None
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    print(report.table())
+    report.save(a.out)
+    print(f"\n{time.monotonic() - t_all:.0f} s; results written to {a.out}")
+    return 1 if failed else 0
+
+
+def _run_sections(modules: list[str], report: Report) -> bool:
+    """Each section in turn; True if one failed (the others still run)."""
+    failed = False
     for modname in modules:
         try:
             mod = importlib.import_module(modname)
@@ -83,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         print(f"[{modname}] {time.monotonic() - t0:.1f} s", flush=True)
     print()
-    print(report.table())
-    report.save(a.out)
-    print(f"\n{time.monotonic() - t_all:.0f} s; results written to {a.out}")
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

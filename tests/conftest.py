@@ -12,6 +12,17 @@ from tests.servers import ServerProcess
 KINDS = ["nats-server", "edged"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_dirs_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every directory the tests make with `tempfile` (servers' workdirs and logs, stores) goes under
+    pytest's own base directory for this run, which pytest prunes to its last three runs: made straight
+    under /tmp, they were never removed, and a few hundred runs with the benchmarks filled a disk."""
+    old = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.getbasetemp())
+    yield
+    tempfile.tempdir = old
+
+
 @pytest.fixture(params=KINDS)
 def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
