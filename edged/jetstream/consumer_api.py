@@ -248,10 +248,7 @@ def consumer_next(req: ApiRequest) -> None:
     assert req.jsa is not None
     stream = req.jsa.streams.get(req.tokens[0]) if req.tokens else None
     c = stream.consumers.get(req.tokens[1]) if stream is not None and len(req.tokens) > 1 else None
-    if c is None:
-        from edged.headers import make_headers
-
-        req.jsa.internal.publish(req.reply, b"", "", make_headers(status=404, description="No Messages"))
+    if c is None:  # nobody listens there (JetStream._listened): the requester got "no responders"
         return None
     c.next_request(req.reply, req.data)
     return None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.accounts import GLOBAL_ACCOUNT, Account, Deferred
+from edged.accounts import GLOBAL_ACCOUNT, Account, Declined, Deferred
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import api_json_error, first_value
 from edged.jetstream.stream import Stream, rfc3339ns
@@ -39,6 +39,9 @@ API_PREFIX = "$JS.API."
 AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
 RESERVE_NAME = "space.reserve"
 RESERVE_MAX = 8 * 1024 * 1024
+# nats-server's JetStream API import leaves requests on subjects starting so to the streams' and consumers'
+# own subscriptions (client.go, processServiceImport): with none, nobody answers
+_OWN_LISTENERS = ("DIRECT.GET", "CONSUMER.MSG.NEXT.")
 SPIN_NS = 200_000  # see JetStream.spin
 _encode = msgspec.json.Encoder().encode
 _decoder = msgspec.json.Decoder()
@@ -408,6 +411,34 @@ class JetStream:
 
     # ------------------------------------------------------------------ API
 
+    def _listened(self, acc: Account, rest: str) -> bool:
+        """Is there what nats-server would have listening for this direct get or pull request: a stream
+        with `allow_direct` (`DIRECT.GET.<stream>` and below), a consumer (`CONSUMER.MSG.NEXT.<stream>.
+        <consumer>` exactly)? Its API import does not carry these subjects, only such a subscription."""
+        jsa = self.accounts.get(acc.name)
+        if jsa is None:
+            return False
+        tokens = rest.split(".")
+        if tokens[0] == "DIRECT":
+            if len(tokens) < 3 or tokens[1] != "GET":
+                return False
+            stream = jsa.streams.get(tokens[2])
+            return stream is not None and bool(stream.config.get("allow_direct"))
+        if len(tokens) != 5:
+            return False
+        stream = jsa.streams.get(tokens[3])
+        return stream is not None and tokens[4] in stream.consumers
+
+    def _unheard(self, acc: Account, subject: str, reply: str) -> None:
+        """Nobody answers this request: its publisher gets "no responders", as from nats-server, unless a
+        subscriber of its own took it (see Declined)."""
+        if not reply:
+            return
+        psubs, qgroups = acc.sublist.match(subject)
+        ours = {s for a, s in self._api_subs if a is acc}
+        if not qgroups and all(s in ours for s in psubs):
+            Declined.last = (subject, reply)
+
     def loop_task(self, aw: Any) -> None:
         """Run a coroutine in the background, kept referenced until done."""
         t = asyncio.get_running_loop().create_task(aw)
@@ -426,6 +457,9 @@ class JetStream:
             if len(parts) < 4:
                 return
             rest = parts[3]
+        if rest.startswith(_OWN_LISTENERS) and not self._listened(sub.conn.account, rest):
+            self._unheard(sub.conn.account, subject, reply)
+            return
         if Deferred.work and not rest.startswith("CONSUMER.MSG.NEXT."):
             # a pull request may go ahead of the acks before it (nats-server's order too); anything
             # else sees them done
