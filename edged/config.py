@@ -743,7 +743,11 @@ def _jetstream(cx: _Ctx, m: Any, key: str) -> None:
             js.enabled = cx.bool_(b, k)
         elif lk in ("cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "tpm"):
             raise cx.err(b, k, f"jetstream {k}: encryption at rest is not supported by edged")
-        elif lk in ("strict", "limits", "max_buffered_msgs", "max_buffered_size", "request_queue_limit",
+        elif lk == "strict":
+            if not cx.bool_(b, k):
+                cx.warn(b, k, "jetstream strict: false is not supported by edged: API requests are always read "
+                              "strictly, as nats-server does by default")
+        elif lk in ("limits", "max_buffered_msgs", "max_buffered_size", "request_queue_limit",
                     "info_queue_limit", "max_outstanding_catchup", "extension_hint", "meta_compact",
                     "meta_compact_size", "meta_compact_sync", "max_concurrent_io"):
             cx.warn(b, k, f"jetstream {k} is not supported by edged and is ignored")

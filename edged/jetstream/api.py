@@ -24,11 +24,13 @@ from edged.jetstream.stream import (
     msg_dict,
     normalize_config,
 )
+from edged.protocol import is_valid_literal_subject
 from edged.sublist import subjects_overlap
 from storage import StreamExistsError
 
 if TYPE_CHECKING:
     from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
+    from edged.jetstream.gojson import Fields
 
 T = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024
@@ -36,6 +38,36 @@ LIST_LIMIT = 256
 MAX_SUBJECT_DETAILS = 100_000
 
 _PAGED = {"total": 0, "offset": 0, "limit": 0}
+
+
+def _fields(*names: str, **nested: Fields | list[Fields]) -> Fields:
+    return {**dict.fromkeys(names), **nested}
+
+
+# nats-server's request structs by their JSON fields (server/jetstream_api.go, stream.go): a key that is
+# none of them is refused, as its strict decoding does
+_TRANSFORM = _fields("src", "dest")
+_SOURCE = _fields("name", "opt_start_seq", "opt_start_time", "filter_subject", subject_transforms=[_TRANSFORM],
+                  external=_fields("api", "deliver"), consumer=_fields("name", "deliver_subject"))
+STREAM_CONFIG_REQUEST = _fields(
+    "name", "description", "subjects", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
+    "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas", "no_ack", "duplicate_window",
+    "compression", "first_seq", "allow_direct", "mirror_direct", "discard_new_per_subject", "sealed", "deny_delete",
+    "deny_purge", "allow_rollup_hdrs", "allow_msg_ttl", "subject_delete_marker_ttl", "allow_msg_counter",
+    "allow_atomic", "allow_msg_schedules", "persist_mode", "allow_batched", "metadata", "pedantic",
+    placement=_fields("cluster", "tags", "preferred"), mirror=_SOURCE, sources=[_SOURCE], subject_transform=_TRANSFORM,
+    republish=_fields("src", "dest", "headers_only"), consumer_limits=_fields("inactive_threshold", "max_ack_pending"))
+_STREAM_INFO_REQUEST = _fields("offset", "deleted_details", "subjects_filter")
+_STREAMS_REQUEST = _fields("offset", "subject")
+_PURGE_REQUEST = _fields("seq", "filter", "keep")
+_MSG_GET_REQUEST = _fields("seq", "last_by_subj", "next_by_subj", "batch", "max_bytes", "start_time", "multi_last",
+                           "up_to_seq", "up_to_time", "no_hdr")
+_MSG_DELETE_REQUEST = _fields("seq", "no_erase")
+_SNAPSHOT_REQUEST = _fields("deliver_subject", "no_consumers", "chunk_size", "window_size", "jsck")
+_RESTORE_REQUEST = _fields(
+    config={k: v for k, v in STREAM_CONFIG_REQUEST.items() if k != "pedantic"},
+    state=_fields("messages", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_subjects", "subjects",
+                  "num_deleted", "deleted", "consumer_count", lost=_fields("msgs", "bytes")))
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
@@ -67,8 +99,8 @@ def _is_object_or_array(data: bytes) -> bool:
     return bool(b) and b[:1] in (b"{", b"[")
 
 
-def _optional_body(req: ApiRequest) -> dict[str, Any]:
-    return req.json() if _is_object_or_array(req.data) else {}
+def _optional_body(req: ApiRequest, struct: str, fields: Fields) -> dict[str, Any]:
+    return req.strict(struct, fields) if _is_object_or_array(req.data) else {}
 
 
 def _is_empty_request(data: bytes) -> bool:
@@ -156,7 +188,7 @@ def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.json(whole=True)
+    body = req.strict("StreamConfigRequest", STREAM_CONFIG_REQUEST)
     if body.get("name") != name:
         raise api_error("JSStreamMismatchErr")
     if "/" in name or "\\" in name:
@@ -194,7 +226,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.json(whole=True)
+    body = req.strict("StreamConfigRequest", STREAM_CONFIG_REQUEST)
     cfg = normalize_config(body)
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")
@@ -223,7 +255,7 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.INFO", "stream_info_response", (1, 1), err_fields=_PAGED)
 def stream_info(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req)
+    body = _optional_body(req, "JSApiStreamInfoRequest", _STREAM_INFO_REQUEST)
     details = bool(body.get("deleted_details"))
     subjects_filter = body.get("subjects_filter") or None
     offset = max(int_field(body, "offset"), 0)
@@ -244,9 +276,9 @@ def stream_info(req: ApiRequest) -> dict[str, Any]:
     return {**paged, **info}
 
 
-def _streams_page(req: ApiRequest) -> tuple[list[Stream], int, int]:
+def _streams_page(req: ApiRequest, struct: str) -> tuple[list[Stream], int, int]:
     assert req.jsa is not None
-    body = _optional_body(req)
+    body = _optional_body(req, struct, _STREAMS_REQUEST)
     offset = max(int_field(body, "offset"), 0)
     flt = body.get("subject") or ""
     streams = sorted(req.jsa.streams.values(), key=lambda s: s.name)
@@ -257,14 +289,14 @@ def _streams_page(req: ApiRequest) -> tuple[list[Stream], int, int]:
 
 @handler("STREAM.NAMES", "stream_names_response", (0, 0), err_fields={**_PAGED, "streams": None})
 def stream_names(req: ApiRequest) -> dict[str, Any]:
-    streams, offset, total = _streams_page(req)
+    streams, offset, total = _streams_page(req, "JSApiStreamNamesRequest")
     page = [s.name for s in streams[offset:offset + NAMES_LIMIT]]
     return {"total": total, "offset": offset, "limit": NAMES_LIMIT, "streams": page or None}
 
 
 @handler("STREAM.LIST", "stream_list_response", (0, 0), err_fields={**_PAGED, "streams": []})
 def stream_list(req: ApiRequest) -> dict[str, Any]:
-    streams, offset, total = _streams_page(req)
+    streams, offset, total = _streams_page(req, "JSApiStreamListRequest")
     page = [s.info(domain=True) for s in streams[offset:offset + LIST_LIMIT]]
     return {"total": total, "offset": offset, "limit": LIST_LIMIT, "streams": page}
 
@@ -300,7 +332,7 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.PURGE", "stream_purge_response", (1, 1), err_fields={"purged": 0})
 async def stream_purge(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req)
+    body = _optional_body(req, "JSApiStreamPurgeRequest", _PURGE_REQUEST)
     seq = int_field(body, "seq")
     keep = int_field(body, "keep")
     if seq > 0 and keep > 0:
@@ -322,7 +354,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
 def msg_get(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.json()
+    body = req.strict("JSApiMsgGetRequest", _MSG_GET_REQUEST)
     if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
         raise api_error("JSBadRequestErr")
     stream = _stream_of(req) if _valid_get(body) else None
@@ -348,7 +380,7 @@ def _valid_get(body: dict[str, Any]) -> bool:
 async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.json()
+    body = req.strict("JSApiMsgDeleteRequest", _MSG_DELETE_REQUEST)
     seq = int_field(body, "seq")
     stream = _stream_of(req)
     if stream.sealed:
@@ -369,8 +401,57 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     raise api_error("JSSequenceNotFoundErrF", seq=max(seq, 0)).counted_as_ok()
 
 
+@handler("STREAM.LEADER.STEPDOWN", "stream_leader_stepdown_response", (1, 1))
+def stream_leader_stepdown(req: ApiRequest) -> dict[str, Any]:
+    """A single server has no leaders to change (nats-server says so before anything else)."""
+    raise api_error("JSClusterRequiredErr")
+
+
+@handler("CONSUMER.LEADER.STEPDOWN", "consumer_leader_stepdown_response", (2, 2))
+def consumer_leader_stepdown(req: ApiRequest) -> dict[str, Any]:
+    raise api_error("JSClusterRequiredErr")
+
+
+@handler("STREAM.PEER.REMOVE", "stream_remove_peer_response", (1, 1))
+def stream_peer_remove(req: ApiRequest) -> dict[str, Any]:
+    raise api_error("JSClusterRequiredErr")
+
+
+@handler("STREAM.SNAPSHOT", "stream_snapshot_response", (1, 1))
+def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
+    """Not supported: answered with nats-server's checks in its order, then its snapshot error."""
+    if _is_empty_request(req.data):
+        raise api_error("JSBadRequestErr")
+    _stream_of(req)
+    body = req.strict("JSApiStreamSnapshotRequest", _SNAPSHOT_REQUEST)
+    if not is_valid_literal_subject(str(body.get("deliver_subject") or "")):
+        raise api_error("JSSnapshotDeliverSubjectInvalidErr")
+    raise api_error("JSStreamSnapshotErrF", err="stream snapshots are not supported by edged")
+
+
+@handler("STREAM.RESTORE", "stream_restore_response", (1, 1), err_fields={"deliver_subject": ""})
+def stream_restore(req: ApiRequest) -> dict[str, Any]:
+    """Not supported: answered with nats-server's checks in its order, then its restore error."""
+    if _is_empty_request(req.data):
+        raise api_error("JSBadRequestErr")
+    body = req.strict("JSApiStreamRestoreRequest", _RESTORE_REQUEST)
+    name = req.tokens[0]
+    cfg = body.get("config")
+    given = (cfg.get("name") if isinstance(cfg, dict) else None) or name
+    if given != name:
+        raise api_error("JSStreamMismatchErr")
+    if "/" in name or "\\" in name:
+        raise api_error("JSStreamNameContainsPathSeparatorsErr")
+    normalize_config({**(cfg if isinstance(cfg, dict) else {}), "name": name})
+    assert req.jsa is not None
+    if name in req.jsa.streams:
+        raise api_error("JSStreamNameExistRestoreFailedErr")
+    raise api_error("JSStreamRestoreErrF", err="stream restores are not supported by edged")
+
+
 def install(js: JetStream) -> None:
     for f in (account_info, stream_create, stream_update, stream_info, stream_names, stream_list, stream_delete,
-              stream_purge, msg_get, msg_delete):
+              stream_purge, msg_get, msg_delete, stream_leader_stepdown, consumer_leader_stepdown,
+              stream_peer_remove, stream_snapshot, stream_restore):
         js.register_api(f.prefix, f)  # type: ignore[attr-defined]
     js.register_api("DIRECT.GET", direct_get)

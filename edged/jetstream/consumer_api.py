@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import string
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -22,6 +24,7 @@ from edged.jetstream.consumer_config import (
     time_ns,
 )
 from edged.jetstream.errors import api_error
+from edged.jetstream.gojson import go_kind, merge, syntax_error
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
@@ -73,11 +76,20 @@ def _consumer(req: ApiRequest) -> tuple[Stream, Consumer]:
     return s, c
 
 
+def _decoded(req: ApiRequest, struct: str, decode: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """The body's values, each decoded as `struct` by `decode` (its Go rules), over the ones before: how
+    nats-server's strict decoding reads a request."""
+    out: dict[str, Any] = {}
+    for doc in req.values(struct):
+        merge(out, decode(doc))
+    return out
+
+
 def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     """nats-server's jsConsumerCreateRequest: the same checks in the same order (the subject forms, then
     the config defaults and checks, then create or update by `action`)."""
     assert req.jsa is not None
-    r = decode_create(req.value())  # any type: nats-server words a non-object by its Go type
+    r = _decoded(req, "CreateConsumerRequest", decode_create)
     cfg_in: dict[str, Any] = dict(r.get("config") or {})
     action = r.get("action") or ""
     tokens = req.tokens
@@ -221,7 +233,8 @@ def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
     a body that is not a JSON object or array means no options."""
     offset = 0
     if _is_object_or_array(req.data):
-        offset = max(0, decode_fields(req.json(), {"offset": "int"}, "JSApiConsumersRequest").get("offset", 0))
+        offset = max(0, _decoded(req, "JSApiConsumersRequest",
+                                 lambda d: decode_fields(d, {"offset": "int"}, "JSApiConsumersRequest")).get("offset", 0))
     stream = _stream(req)
     names = sorted(stream.consumers)
     return stream, names, min(offset, len(names))
@@ -262,7 +275,8 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
     until = ""
     if _is_object_or_array(req.data):
-        until = decode_fields(req.json(), {"pause_until": "time"}, "JSApiConsumerPauseRequest").get(
+        until = _decoded(req, "JSApiConsumerPauseRequest",
+                         lambda d: decode_fields(d, {"pause_until": "time"}, "JSApiConsumerPauseRequest")).get(
             "pause_until") or ""
     _, c = _consumer(req)
     ns = time_ns(until) if until and until != _ZERO_TIME else 0
@@ -288,6 +302,31 @@ def restore(stream: Stream, name: str, config: bytes, state: bytes) -> None:
     c.kick()
 
 
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
+
+@_rtype("consumer_unpin_response", (2, 2))
+def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
+    """Priority groups are not supported, so no consumer has the group to unpin: nats-server's checks in
+    its order (it reads this body leniently: json.Unmarshal), ending in its "no such group" error."""
+    err = syntax_error(req.data)  # the whole body one value, unknown fields ignored
+    if err is not None:
+        raise api_error("JSInvalidJSONErr", err=err)
+    doc = _dec.decode(req.data)
+    if doc is not None and not isinstance(doc, dict):
+        raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of type "
+                                               f"server.JSApiConsumerUnpinRequest")
+    given = [v for k, v in (doc or {}).items() if k.casefold() == "group"]
+    known = {"group": given[-1]} if given else {}
+    group = decode_fields(known, {"group": "string"}, "JSApiConsumerUnpinRequest").get("group") or ""
+    if not group:
+        raise api_error("JSInvalidJSONErr", err="consumer group not specified")
+    if not _GROUP_NAME.fullmatch(group):
+        raise api_error("JSConsumerInvalidGroupNameErr")
+    _consumer(req)
+    raise api_error("JSConsumerInvalidPriorityGroupErr")
+
+
 def install(js: JetStream) -> None:
     js.register_api("CONSUMER.CREATE", consumer_create)
     js.register_api("CONSUMER.DURABLE.CREATE", consumer_durable_create)
@@ -297,4 +336,5 @@ def install(js: JetStream) -> None:
     js.register_api("CONSUMER.LIST", consumer_list)
     js.register_api("CONSUMER.MSG.NEXT", consumer_next)
     js.register_api("CONSUMER.PAUSE", consumer_pause)
+    js.register_api("CONSUMER.UNPIN", consumer_unpin)
     js.consumer_factory = restore

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.gojson import go_kind
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.monitor import go_duration
 from edged.protocol import is_valid_subject
@@ -65,16 +66,6 @@ def _invalid_json(err: str) -> JSApiError:
     return api_error("JSInvalidJSONErr", err=err)
 
 
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
-
-
 def _raw(v: Any) -> str:
     return json.dumps(v, separators=(",", ":"))
 
@@ -92,7 +83,7 @@ class _GoDecoder:
             self.saved = _invalid_json(err)
 
     def _type_err(self, v: Any, path: str, gotype: str, literal: bool = False, elem: bool = False) -> None:
-        what = f"number {_raw(v)}" if literal else _kind(v)
+        what = f"number {_raw(v)}" if literal else go_kind(v)
         into = "" if elem else "Go struct field "
         self._save(f"json: cannot unmarshal {what} into {into}{self.struct}.{path} of type {gotype}")
 
@@ -170,7 +161,7 @@ class _GoDecoder:
 def decode_create(doc: Any) -> dict[str, Any]:
     """A CreateConsumerRequest as nats-server decodes it (strict mode), or its JSInvalidJSONErr."""
     if not isinstance(doc, dict):
-        raise _invalid_json(f"json: cannot unmarshal {_kind(doc)} into Go value of type server.CreateConsumerRequest")
+        raise _invalid_json(f"json: cannot unmarshal {go_kind(doc)} into Go value of type server.CreateConsumerRequest")
     d = _GoDecoder("CreateConsumerRequest")
     out = d.struct_fields(doc, _CREATE_FIELDS, "")
     if d.saved is not None:

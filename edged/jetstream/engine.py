@@ -18,14 +18,20 @@ import inspect
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from edged.accounts import GLOBAL_ACCOUNT, Account, Declined, Deferred
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.gojson import api_json_error, first_value
+from edged.jetstream.gojson import (
+    Fields,
+    body_values,
+    go_kind,
+    merge,
+    unknown_field,
+)
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
@@ -56,26 +62,34 @@ class ApiRequest:
         self.subject, self.tokens, self.reply, self.hdr, self.data = subject, tokens, reply, hdr, data
         self.client_info = None
 
-    def value(self, whole: bool = False) -> Any:
-        """The request body's JSON value, of any type; empty = {}. Bad JSON is nats-server's 10025. What
-        follows a complete first value is left unread, as nats-server does, but by stream create and
-        update (`whole`), which read on and find it is no JSON value."""
-        if not self.data or not self.data.strip():
-            return {}
-        try:
-            return _decoder.decode(self.data)
-        except msgspec.DecodeError as e:
-            first = None if whole else first_value(self.data)
-            if first is None:
-                raise api_error("JSInvalidJSONErr", err=api_json_error(self.data) or str(e)) from None
-            return _decoder.decode(first)
+    def values(self, struct: str) -> Iterator[dict[str, Any]]:
+        """The body's JSON values one after another, as nats-server's strict decoding (its default) reads
+        a request struct: a malformed value is its 10025 answer, a `null` is nothing, another value than
+        an object cannot go into the struct."""
+        for v in body_values(self.data):
+            if isinstance(v, str):
+                raise api_error("JSInvalidJSONErr", err=v)
+            try:
+                doc = _decoder.decode(v)
+            except msgspec.DecodeError as e:
+                raise api_error("JSInvalidJSONErr", err=str(e)) from None
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of "
+                                                       f"type server.{struct}")
+            yield doc
 
-    def json(self, whole: bool = False) -> dict[str, Any]:
-        """The request body as an object (see `value`)."""
-        v = self.value(whole)
-        if not isinstance(v, dict):
-            raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal into Go value of type object")
-        return v
+    def strict(self, struct: str, fields: Fields) -> dict[str, Any]:
+        """The body as nats-server reads the request struct `struct`: every value decoded over the ones
+        before, a key the struct has no field for refused (`json: unknown field`). Empty = {}."""
+        out: dict[str, Any] = {}
+        for doc in self.values(struct):
+            err = unknown_field(doc, fields)
+            if err:
+                raise api_error("JSInvalidJSONErr", err=err)
+            merge(out, doc)
+        return out
 
 
 class JSAccount:

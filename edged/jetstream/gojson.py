@@ -6,9 +6,16 @@ parsing itself stays msgspec's: this walks the bytes the way Go's scanner does u
 with the texts of the Go release nats-server 2.15 is built with (checked against it: any fault in a number
 is "in numeric literal", a bad escape is "invalid escape sequence", an incomplete document of any kind is
 "unexpected end of JSON input", the character is shown as the UTF-8 rune it starts).
+
+Also how nats-server reads a JetStream API request body in its default strict mode (unmarshalRequest):
+every JSON value in the body, one after another, decoded into the request struct with unknown fields
+refused; the first fault is the answer.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 _SPACE = b" \t\r\n"
 _DIGITS = b"0123456789"
@@ -46,31 +53,6 @@ def syntax_error(data: bytes) -> str | None:
     """Go's SyntaxError text for `data`, or None when Go's scanner finds the document well-formed."""
     r = syntax_error_at(data)
     return None if r is None else r[0]
-
-
-def api_json_error(data: bytes) -> str | None:
-    """What nats-server says of a malformed JetStream API request body (its streaming decoder): an
-    incomplete document is "unexpected EOF", any other fault Go's text "at offset" the bytes read up to
-    and including the offending one. None when the document is well-formed."""
-    r = syntax_error_at(data)
-    if r is None:
-        return None
-    text, offset = r
-    if offset == 0:
-        return "unexpected EOF"
-    if text.endswith(" after top-level value"):
-        # the decoder took the first value and goes on to read another one from there
-        text = text.replace(" after top-level value", " looking for beginning of value")
-    return f"{text} at offset {offset}"
-
-
-def first_value(data: bytes) -> bytes | None:
-    """The document's first value when more follows it (`{...} x`): Go's streaming decoder, which
-    nats-server reads API requests with, takes that value and leaves the rest unread. None otherwise."""
-    r = syntax_error_at(data)
-    if r is None or not r[0].endswith(" after top-level value"):
-        return None
-    return data[:r[1] - 1]
 
 
 def syntax_error_at(data: bytes) -> tuple[str, int] | None:
@@ -248,3 +230,81 @@ def _bad_escape(data: bytes, start: int, i: int) -> str:
     end = start + 6 if data[start + 1:start + 2] == b"u" else i + 1
     text = data[start:end].decode(errors="replace")
     return f"invalid escape sequence `{text}` in string"
+
+
+def go_kind(v: Any) -> str:
+    """How Go's encoding/json names a JSON value's kind in its type errors."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def body_values(data: bytes) -> list[bytes | str]:
+    """The JSON values of a request body, one after another, as nats-server's strict decoding reads them
+    (a streaming decoder, until the end of the body): each value's bytes and, in place of the first
+    malformed one, the error text it gets, its offset counted from the start of the body."""
+    out: list[bytes | str] = []
+    pos = 0
+    while pos < len(data):
+        chunk = data[pos:]
+        if not chunk.strip(_SPACE):
+            break
+        r = syntax_error_at(chunk)
+        if r is None:
+            out.append(chunk)
+            break
+        text, offset = r
+        if text.endswith(" after top-level value"):
+            out.append(chunk[:offset - 1])
+            pos += offset - 1
+            continue
+        out.append("unexpected EOF" if offset == 0 else f"{text} at offset {pos + offset}")
+        break
+    return out
+
+
+# A request struct's JSON fields for `unknown_field`: None for a value of any shape (scalars, lists of
+# scalars, maps), a dict for a nested struct, a one-dict list for a list of structs.
+Fields = dict[str, "Fields | list[Fields] | None"]
+
+
+def unknown_field(doc: dict[str, Any], fields: Fields) -> str | None:
+    """The first key of `doc` (depth first, in document order) that its Go struct has no field for, as
+    nats-server's decoder (DisallowUnknownFields) names it: `json: unknown field "x"`. Go matches keys to
+    fields ignoring case: such a key is renamed to its field's name here."""
+    for k, v in list(doc.items()):
+        spec = fields.get(k, _MISSING)
+        if spec is _MISSING:
+            folded = k.casefold()
+            name = next((n for n in fields if n.casefold() == folded), None)
+            if name is None:
+                return f"json: unknown field {json.dumps(k, ensure_ascii=False)}"
+            spec = fields[name]
+            doc[name] = doc.pop(k)
+        if isinstance(spec, dict) and isinstance(v, dict):
+            err = unknown_field(v, spec)
+        elif isinstance(spec, list) and isinstance(v, list):
+            err = next((e for x in v if isinstance(x, dict) and (e := unknown_field(x, spec[0]))), None)
+        else:
+            err = None
+        if err:
+            return err
+    return None
+
+
+def merge(into: dict[str, Any], doc: dict[str, Any]) -> None:
+    """A later value of the body decoded over the earlier ones, as Go decodes into the same struct:
+    nested objects merge, anything else is replaced."""
+    for k, v in doc.items():
+        old = into.get(k)
+        if isinstance(old, dict) and isinstance(v, dict):
+            merge(old, v)
+        else:
+            into[k] = v
+
+
+_MISSING = object()
