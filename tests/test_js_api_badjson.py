@@ -55,3 +55,35 @@ def test_bad_request_bodies_get_nats_servers_json_errors() -> None:
         if e != n:
             bad.append(f"\nedged: {e}\nnats:  {n}")
     assert not bad, "".join(bad)
+
+
+# Stream configs with values of the wrong Go type, nested structs included: Go's type errors, with the
+# field's path and Go type (the policies' own texts and the other checks are compared elsewhere)
+CONFIGS = [{"max_msgs": "x"}, {"subjects": "x"}, {"subjects": [1]}, {"retention": "foo"}, {"retention": 1},
+           {"max_age": "1s"}, {"max_age": 1.5}, {"storage": "x"}, {"discard": 1}, {"num_replicas": "1"},
+           {"max_msg_size": 1 << 40}, {"max_bytes": 1.5}, {"no_ack": "yes"}, {"placement": "x"},
+           {"placement": {"tags": "x"}}, {"metadata": {"a": 1}}, {"metadata": []}, {"republish": {"dest": 1}},
+           {"subject_transform": {"src": 1}}, {"consumer_limits": {"max_ack_pending": "x"}}, {"compression": "zz"},
+           {"compression": 1}, {"first_seq": -1}, {"first_seq": "1"}, {"allow_msg_ttl": 1},
+           {"subject_delete_marker_ttl": "1s"}, {"persist_mode": "x"}, {"description": 5}, {"max_consumers": 1 << 70},
+           {"sealed": "no"}, {"name": 5}, {"pedantic": "x"}, {"duplicate_window": "x"}, {"sources": "x"},
+           {"sources": [1]}, {"mirror": {"opt_start_time": 5}}, {"no_ack": True, "zz": 1, "max_msgs": "x"},
+           {"max_msgs": "x", "zz": 1}, {"MAX_MSGS": "x"}]
+
+
+def test_stream_config_values_of_the_wrong_type_get_gos_type_errors() -> None:
+    async def scenario(url: str) -> list[Any]:
+        nc = await nats.connect(url)
+        out = []
+        for i, extra in enumerate(CONFIGS):
+            body = {"name": f"S{i}", "subjects": [f"s{i}"], **extra}
+            r = await nc.request(f"$JS.API.STREAM.CREATE.S{i}", json.dumps(body).encode(), timeout=5)
+            out.append((extra, json.loads(r.data).get("error")))
+        await nc.close()
+        return out
+
+    got = replies_of_both(scenario, "js-badcfg-")
+    edged, ref = got["edged"], got["nats-server"]
+    assert sum(1 for _, e in ref if e and "into Go struct field" in e["description"]) >= 20, ref
+    bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
+    assert not bad, "".join(bad)

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.jetstream.consumer_config import decode_fields
 from edged.jetstream.direct import direct_get, int_field, lookup
 from edged.jetstream.errors import api_error
+from edged.jetstream.gojson import merge
 from edged.jetstream.stream import (
     Stream,
     check_update,
@@ -57,6 +59,45 @@ STREAM_CONFIG_REQUEST = _fields(
     "allow_atomic", "allow_msg_schedules", "persist_mode", "allow_batched", "metadata", "pedantic",
     placement=_fields("cluster", "tags", "preferred"), mirror=_SOURCE, sources=[_SOURCE], subject_transform=_TRANSFORM,
     republish=_fields("src", "dest", "headers_only"), consumer_limits=_fields("inactive_threshold", "max_ack_pending"))
+
+
+def _struct(goname: str, **fields: Any) -> tuple[str, str, dict[str, Any]]:
+    return ("struct", "server." + goname, fields)
+
+
+# ... and the Go types of StreamConfigRequest's fields, for its type errors (the policies' own texts come
+# from normalize_config)
+_S, _B, _D = "string", "bool", "time.Duration"
+_TRANSFORM_T = _struct("SubjectTransformConfig", src=_S, dest=_S)
+_SOURCE_T = _struct("StreamSource", name=_S, opt_start_seq="uint64", opt_start_time="time", filter_subject=_S,
+                    subject_transforms=("[]", "[]server.SubjectTransformConfig", _TRANSFORM_T),
+                    external=_struct("ExternalStream", api=_S, deliver=_S),
+                    consumer=_struct("StreamConsumerSource", name=_S, deliver_subject=_S))
+STREAM_CONFIG_TYPES: dict[str, Any] = {
+    "name": _S, "description": _S, "subjects": "[]string", "retention": "any", "max_consumers": "int",
+    "max_msgs": "int64", "max_bytes": "int64", "max_age": _D, "max_msgs_per_subject": "int64", "max_msg_size": "int32",
+    "discard": "any", "storage": "any", "num_replicas": "int", "no_ack": _B, "duplicate_window": _D,
+    "placement": _struct("Placement", cluster=_S, tags="[]string", preferred=_S), "mirror": _SOURCE_T,
+    "sources": ("[]", "[]*server.StreamSource", _SOURCE_T), "compression": "compression", "first_seq": "uint64",
+    "subject_transform": _TRANSFORM_T, "republish": _struct("RePublish", src=_S, dest=_S, headers_only=_B),
+    "allow_direct": _B, "mirror_direct": _B, "discard_new_per_subject": _B, "sealed": _B, "deny_delete": _B,
+    "deny_purge": _B, "allow_rollup_hdrs": _B,
+    "consumer_limits": _struct("StreamConsumerLimits", inactive_threshold=_D, max_ack_pending="int"),
+    "allow_msg_ttl": _B, "subject_delete_marker_ttl": _D, "allow_msg_counter": _B, "allow_atomic": _B,
+    "allow_msg_schedules": _B, "persist_mode": "persist_mode", "allow_batched": _B, "metadata": "map[string]string",
+    "pedantic": _B,
+}
+
+
+def _stream_config_request(req: ApiRequest) -> dict[str, Any]:
+    """A stream create or update body as nats-server reads it: each value with Go's type rules and unknown
+    fields refused (the first fault in document order is the answer), later values over earlier ones."""
+    out: dict[str, Any] = {}
+    for doc in req.values("StreamConfigRequest"):
+        merge(out, decode_fields(doc, STREAM_CONFIG_TYPES, "StreamConfigRequest"))
+    return out
+
+
 _STREAM_INFO_REQUEST = _fields("offset", "deleted_details", "subjects_filter")
 _STREAMS_REQUEST = _fields("offset", "subject")
 _PURGE_REQUEST = _fields("seq", "filter", "keep")
@@ -188,7 +229,7 @@ def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.strict("StreamConfigRequest", STREAM_CONFIG_REQUEST)
+    body = _stream_config_request(req)
     if body.get("name") != name:
         raise api_error("JSStreamMismatchErr")
     if "/" in name or "\\" in name:
@@ -226,7 +267,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = req.strict("StreamConfigRequest", STREAM_CONFIG_REQUEST)
+    body = _stream_config_request(req)
     cfg = normalize_config(body)
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")

@@ -53,7 +53,11 @@ _FIELDS: dict[str, str] = {
 }
 _CREATE_FIELDS = {"stream_name": "string", "config": "config", "action": "action", "pedantic": "bool"}
 _RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "time.Duration": (-(1 << 63), (1 << 63) - 1),
-           "uint64": (0, (1 << 64) - 1)}
+           "uint64": (0, (1 << 64) - 1), "int64": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
+# A Go type a field holds, for _GoDecoder: one of the names it knows ("string", "int64", "[]string",
+# "time", "any" for a type whose own rules come later, ...), or a struct: ("struct", its Go name, its
+# fields), or a slice of structs: ("[]", the slice's Go name, the element's struct).
+GoType = Any
 # the order nats-server marshals ConsumerConfig in
 _ORDER = ("durable_name", "name", "description", "deliver_policy", "opt_start_seq", "opt_start_time", "ack_policy",
           "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy",
@@ -87,11 +91,29 @@ class _GoDecoder:
         into = "" if elem else "Go struct field "
         self._save(f"json: cannot unmarshal {what} into {into}{self.struct}.{path} of type {gotype}")
 
-    def value(self, v: Any, gotype: str, path: str, field: str, elem: bool = False) -> Any:
+    def value(self, v: Any, gotype: GoType, path: str, field: str, elem: bool = False) -> Any:
         """The value as the Go field would hold it, or None (left at its zero value). `elem`: a slice
         element, whose errors Go words without "Go struct field"."""
         if v is None:
             return None
+        if isinstance(gotype, tuple):
+            if gotype[0] == "struct":
+                if not isinstance(v, dict):
+                    return self._type_err(v, path, gotype[1], elem=elem)
+                return self.struct_fields(v, gotype[2], path + ".")
+            if not isinstance(v, list):
+                return self._type_err(v, path, gotype[1])
+            return [self.value(x, gotype[2], f"{path}.{i}", field, elem=True) or {} for i, x in enumerate(v)]
+        if gotype == "any":
+            return v
+        if gotype == "compression":  # its UnmarshalJSON reads a Go string first
+            if not isinstance(v, str):
+                return self._save(f"json: cannot unmarshal {go_kind(v)} into Go value of type string")
+            return v
+        if gotype == "persist_mode":
+            if v not in ("default", "async", ""):
+                return self._save(f"can not unmarshal {go_quote(_raw(v))}")
+            return v
         if gotype == "string":
             if not isinstance(v, str):
                 return self._type_err(v, path, "string", elem=elem)
@@ -137,10 +159,17 @@ class _GoDecoder:
             return v
         return v
 
-    def struct_fields(self, doc: dict[str, Any], fields: dict[str, str], prefix: str) -> dict[str, Any]:
+    def struct_fields(self, doc: dict[str, Any], fields: dict[str, GoType], prefix: str) -> dict[str, Any]:
+        """The fields of a struct, by their names; Go matches keys to fields ignoring case, and its errors
+        name the key as written."""
         out: dict[str, Any] = {}
         for k, v in doc.items():
+            name = k
             gotype = fields.get(k)
+            if gotype is None:
+                folded = k.casefold()
+                name = next((n for n in fields if n.casefold() == folded), k)
+                gotype = fields.get(name)
             if gotype is None:
                 self._save(f"json: unknown field {json.dumps(k)}")
                 continue
@@ -150,11 +179,11 @@ class _GoDecoder:
                 if not isinstance(v, dict):
                     self._type_err(v, prefix + k, "server.ConsumerConfig")
                     continue
-                out[k] = self.struct_fields(v, _FIELDS, prefix + k + ".")
+                out[name] = self.struct_fields(v, _FIELDS, prefix + k + ".")
                 continue
-            x = self.value(v, gotype, prefix + k, k)
+            x = self.value(v, gotype, prefix + k, name)
             if x is not None:
-                out[k] = x
+                out[name] = x
         return out
 
 
@@ -169,7 +198,7 @@ def decode_create(doc: Any) -> dict[str, Any]:
     return out
 
 
-def decode_fields(doc: dict[str, Any], fields: dict[str, str], struct: str) -> dict[str, Any]:
+def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str) -> dict[str, Any]:
     """Another API request struct (pause, names), decoded the same way."""
     d = _GoDecoder(struct)
     out = d.struct_fields(doc, fields, "")
