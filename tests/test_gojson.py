@@ -10,10 +10,21 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edged.jetstream.gojson import body_values, merge, unknown_field
+from edged.jetstream.consumer_config import decode_fields
+from edged.jetstream.errors import JSApiError
+from edged.jetstream.gojson import body_values, merge
 
-FIELDS = {"name": None, "seq": None, "placement": {"cluster": None, "tags": None},
-          "sources": [{"name": None, "external": {"api": None}}], "metadata": None}
+_SOURCE = ("struct", "server.S", {"name": "string", "external": ("struct", "server.E", {"api": "string"})})
+TYPES = {"name": "string", "seq": "uint64", "placement": ("struct", "server.P", {"cluster": "string", "tags": "[]string"}),
+         "sources": ("[]", "[]*server.S", _SOURCE), "metadata": "map[string]string"}
+
+
+def _err(doc: dict[str, Any]) -> str | None:
+    try:
+        decode_fields(doc, TYPES, "R")
+    except JSApiError as e:
+        return e.to_dict()["description"].removeprefix("invalid JSON: ")
+    return None
 
 
 def test_body_values_one_after_another() -> None:
@@ -67,20 +78,27 @@ def test_body_values_of_any_bytes(data: bytes) -> None:
         assert out[-1] == "unexpected EOF" or " at offset " in out[-1]
 
 
-def test_unknown_field_depth_first_in_document_order() -> None:
-    assert unknown_field({"name": "x", "seq": 1}, FIELDS) is None
-    assert unknown_field({"zz": 1, "yy": 2}, FIELDS) == 'json: unknown field "zz"'
-    assert unknown_field({"placement": {"zz": 1}, "yy": 1}, FIELDS) == 'json: unknown field "zz"'
-    assert unknown_field({"sources": [{"name": "a"}, {"external": {"api": "x", "q": 1}}]}, FIELDS) == \
-        'json: unknown field "q"'
-    assert unknown_field({"metadata": {"anything": "goes"}}, FIELDS) is None  # a map takes any key
-    assert unknown_field({"placement": None, "sources": None}, FIELDS) is None
+def test_unknown_fields_depth_first_in_document_order() -> None:
+    assert _err({"name": "x", "seq": 1}) is None
+    assert _err({"zz": 1, "yy": 2}) == 'json: unknown field "zz"'
+    assert _err({"placement": {"zz": 1}, "yy": 1}) == 'json: unknown field "zz"'
+    assert _err({"sources": [{"name": "a"}, {"external": {"api": "x", "q": 1}}]}) == 'json: unknown field "q"'
+    assert _err({"metadata": {"anything": "goes"}}) is None  # a map takes any key
+    assert _err({"placement": None, "sources": None}) is None
 
 
-def test_unknown_field_matches_keys_ignoring_case_and_renames_them() -> None:
-    doc: dict[str, Any] = {"SEQ": 2, "Placement": {"CLUSTER": "c"}}
-    assert unknown_field(doc, FIELDS) is None
-    assert doc == {"seq": 2, "placement": {"cluster": "c"}}
+def test_the_first_fault_in_document_order_wins() -> None:
+    assert _err({"seq": "x", "zz": 1}) == "json: cannot unmarshal string into Go struct field R.seq of type uint64"
+    assert _err({"zz": 1, "seq": "x"}) == 'json: unknown field "zz"'
+    assert _err({"sources": [{"name": 5}]}) == "json: cannot unmarshal number into Go struct field R.sources.0.name of type string"
+    assert _err({"sources": ["x"]}) == "json: cannot unmarshal string into R.sources.0 of type server.S"
+    assert _err({"placement": {"tags": [1]}}) == "json: cannot unmarshal number into R.placement.tags.0 of type string"
+    assert _err({"seq": -1}) == "json: cannot unmarshal number -1 into Go struct field R.seq of type uint64"
+
+
+def test_keys_match_fields_ignoring_case() -> None:
+    assert decode_fields({"SEQ": 2, "Placement": {"CLUSTER": "c"}}, TYPES, "R") == {"seq": 2, "placement": {"cluster": "c"}}
+    assert _err({"SEQ": "x"}) == "json: cannot unmarshal string into Go struct field R.SEQ of type uint64"  # as written
 
 
 def test_merge_later_values_over_earlier_ones() -> None:

@@ -87,3 +87,44 @@ def test_stream_config_values_of_the_wrong_type_get_gos_type_errors() -> None:
     assert sum(1 for _, e in ref if e and "into Go struct field" in e["description"]) >= 20, ref
     bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
     assert not bad, "".join(bad)
+
+
+# The other request structs' fields with values of the wrong Go type
+TYPED = {
+    "STREAM.MSG.GET.X": [{"seq": "1"}, {"seq": -1}, {"seq": 1.5}, {"last_by_subj": 1}, {"batch": "x", "seq": 1},
+                         {"start_time": 5}, {"start_time": "x"}, {"multi_last": "x"}, {"multi_last": [1]},
+                         {"up_to_seq": -1}, {"no_hdr": 1, "seq": 1}],
+    "STREAM.MSG.DELETE.X": [{"seq": "1"}, {"seq": -1}, {"seq": 1.5}, {"no_erase": "x", "seq": 2}],
+    "STREAM.PURGE.P": [{"seq": "1"}, {"seq": -1}, {"keep": "x"}, {"keep": -1}, {"filter": 5}],
+    "STREAM.INFO.X": [{"offset": "x"}, {"offset": 1.5}, {"deleted_details": "x"}, {"subjects_filter": 5}],
+    "STREAM.NAMES": [{"offset": "x"}, {"subject": 5}],
+    "STREAM.LIST": [{"offset": 1.5}, {"subject": 5}],
+    "CONSUMER.NAMES.X": [{"offset": "x"}],
+    "CONSUMER.PAUSE.X.D": [{"pause_until": 5}, {"pause_until": "x"}],
+    "STREAM.SNAPSHOT.X": [{"deliver_subject": 5}, {"chunk_size": "x", "deliver_subject": "a"}],
+    "STREAM.RESTORE.X": [{"config": {"max_msgs": "x"}}, {"state": {"messages": -1}}, {"state": {"lost": []}}],
+}
+
+
+def test_request_fields_of_the_wrong_type_get_gos_type_errors() -> None:
+    async def scenario(url: str) -> list[Any]:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="X", subjects=["x"])
+        for _ in range(4):
+            await js.publish("x", b"1")
+        await js.add_stream(name="P", subjects=["p"])
+        await js.add_consumer("X", durable_name="D")
+        out = []
+        for subj, bodies in TYPED.items():
+            for body in bodies:
+                r = await nc.request("$JS.API." + subj, json.dumps(body).encode(), timeout=5)
+                out.append((subj, body, json.loads(r.data).get("error")))
+        await nc.close()
+        return out
+
+    got = replies_of_both(scenario, "js-badtype-")
+    edged, ref = got["edged"], got["nats-server"]
+    assert sum(1 for *_, e in ref if e and "cannot unmarshal" in e["description"]) >= 25, ref
+    bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
+    assert not bad, "".join(bad)

@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.jetstream.consumer_config import decode_fields
 from edged.jetstream.direct import direct_get, int_field, lookup
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import merge
 from edged.jetstream.stream import (
     Stream,
     check_update,
@@ -32,7 +30,6 @@ from storage import StreamExistsError
 
 if TYPE_CHECKING:
     from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
-    from edged.jetstream.gojson import Fields
 
 T = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024
@@ -42,31 +39,12 @@ MAX_SUBJECT_DETAILS = 100_000
 _PAGED = {"total": 0, "offset": 0, "limit": 0}
 
 
-def _fields(*names: str, **nested: Fields | list[Fields]) -> Fields:
-    return {**dict.fromkeys(names), **nested}
-
-
-# nats-server's request structs by their JSON fields (server/jetstream_api.go, stream.go): a key that is
-# none of them is refused, as its strict decoding does
-_TRANSFORM = _fields("src", "dest")
-_SOURCE = _fields("name", "opt_start_seq", "opt_start_time", "filter_subject", subject_transforms=[_TRANSFORM],
-                  external=_fields("api", "deliver"), consumer=_fields("name", "deliver_subject"))
-STREAM_CONFIG_REQUEST = _fields(
-    "name", "description", "subjects", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
-    "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas", "no_ack", "duplicate_window",
-    "compression", "first_seq", "allow_direct", "mirror_direct", "discard_new_per_subject", "sealed", "deny_delete",
-    "deny_purge", "allow_rollup_hdrs", "allow_msg_ttl", "subject_delete_marker_ttl", "allow_msg_counter",
-    "allow_atomic", "allow_msg_schedules", "persist_mode", "allow_batched", "metadata", "pedantic",
-    placement=_fields("cluster", "tags", "preferred"), mirror=_SOURCE, sources=[_SOURCE], subject_transform=_TRANSFORM,
-    republish=_fields("src", "dest", "headers_only"), consumer_limits=_fields("inactive_threshold", "max_ack_pending"))
-
-
 def _struct(goname: str, **fields: Any) -> tuple[str, str, dict[str, Any]]:
     return ("struct", "server." + goname, fields)
 
 
-# ... and the Go types of StreamConfigRequest's fields, for its type errors (the policies' own texts come
-# from normalize_config)
+# nats-server's request structs (server/jetstream_api.go, stream.go): their fields' JSON names and Go types,
+# for its strict decoding (ApiRequest.decode); the policies' own texts come from normalize_config
 _S, _B, _D = "string", "bool", "time.Duration"
 _TRANSFORM_T = _struct("SubjectTransformConfig", src=_S, dest=_S)
 _SOURCE_T = _struct("StreamSource", name=_S, opt_start_seq="uint64", opt_start_time="time", filter_subject=_S,
@@ -87,28 +65,21 @@ STREAM_CONFIG_TYPES: dict[str, Any] = {
     "allow_msg_schedules": _B, "persist_mode": "persist_mode", "allow_batched": _B, "metadata": "map[string]string",
     "pedantic": _B,
 }
-
-
-def _stream_config_request(req: ApiRequest) -> dict[str, Any]:
-    """A stream create or update body as nats-server reads it: each value with Go's type rules and unknown
-    fields refused (the first fault in document order is the answer), later values over earlier ones."""
-    out: dict[str, Any] = {}
-    for doc in req.values("StreamConfigRequest"):
-        merge(out, decode_fields(doc, STREAM_CONFIG_TYPES, "StreamConfigRequest"))
-    return out
-
-
-_STREAM_INFO_REQUEST = _fields("offset", "deleted_details", "subjects_filter")
-_STREAMS_REQUEST = _fields("offset", "subject")
-_PURGE_REQUEST = _fields("seq", "filter", "keep")
-_MSG_GET_REQUEST = _fields("seq", "last_by_subj", "next_by_subj", "batch", "max_bytes", "start_time", "multi_last",
-                           "up_to_seq", "up_to_time", "no_hdr")
-_MSG_DELETE_REQUEST = _fields("seq", "no_erase")
-_SNAPSHOT_REQUEST = _fields("deliver_subject", "no_consumers", "chunk_size", "window_size", "jsck")
-_RESTORE_REQUEST = _fields(
-    config={k: v for k, v in STREAM_CONFIG_REQUEST.items() if k != "pedantic"},
-    state=_fields("messages", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_subjects", "subjects",
-                  "num_deleted", "deleted", "consumer_count", lost=_fields("msgs", "bytes")))
+_STREAM_INFO_REQUEST = {"offset": "int", "deleted_details": _B, "subjects_filter": _S}
+_STREAMS_REQUEST = {"offset": "int", "subject": _S}
+_PURGE_REQUEST = {"seq": "uint64", "filter": _S, "keep": "uint64"}
+_MSG_GET_REQUEST = {"seq": "uint64", "last_by_subj": _S, "next_by_subj": _S, "batch": "int", "max_bytes": "int",
+                    "start_time": "time", "multi_last": "[]string", "up_to_seq": "uint64", "up_to_time": "time",
+                    "no_hdr": _B}
+_MSG_DELETE_REQUEST = {"seq": "uint64", "no_erase": _B}
+_SNAPSHOT_REQUEST = {"deliver_subject": _S, "no_consumers": _B, "chunk_size": "int", "window_size": "int", "jsck": _B}
+_RESTORE_REQUEST = {
+    "config": _struct("StreamConfig", **{k: v for k, v in STREAM_CONFIG_TYPES.items() if k != "pedantic"}),
+    "state": _struct("StreamState", messages="uint64", bytes="uint64", first_seq="uint64", first_ts="time",
+                     last_seq="uint64", last_ts="time", num_subjects="int", subjects="any", num_deleted="int",
+                     deleted="[]uint64", lost=_struct("LostStreamData", msgs="[]uint64", bytes="uint64"),
+                     consumer_count="int"),
+}
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
@@ -140,8 +111,8 @@ def _is_object_or_array(data: bytes) -> bool:
     return bool(b) and b[:1] in (b"{", b"[")
 
 
-def _optional_body(req: ApiRequest, struct: str, fields: Fields) -> dict[str, Any]:
-    return req.strict(struct, fields) if _is_object_or_array(req.data) else {}
+def _optional_body(req: ApiRequest, struct: str, types: dict[str, Any]) -> dict[str, Any]:
+    return req.decode(struct, types) if _is_object_or_array(req.data) else {}
 
 
 def _is_empty_request(data: bytes) -> bool:
@@ -229,7 +200,7 @@ def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = _stream_config_request(req)
+    body = req.decode("StreamConfigRequest", STREAM_CONFIG_TYPES)
     if body.get("name") != name:
         raise api_error("JSStreamMismatchErr")
     if "/" in name or "\\" in name:
@@ -267,7 +238,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
-    body = _stream_config_request(req)
+    body = req.decode("StreamConfigRequest", STREAM_CONFIG_TYPES)
     cfg = normalize_config(body)
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")
@@ -395,7 +366,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
 def msg_get(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.strict("JSApiMsgGetRequest", _MSG_GET_REQUEST)
+    body = req.decode("JSApiMsgGetRequest", _MSG_GET_REQUEST)
     if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
         raise api_error("JSBadRequestErr")
     stream = _stream_of(req) if _valid_get(body) else None
@@ -421,7 +392,7 @@ def _valid_get(body: dict[str, Any]) -> bool:
 async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.strict("JSApiMsgDeleteRequest", _MSG_DELETE_REQUEST)
+    body = req.decode("JSApiMsgDeleteRequest", _MSG_DELETE_REQUEST)
     seq = int_field(body, "seq")
     stream = _stream_of(req)
     if stream.sealed:
@@ -464,7 +435,7 @@ def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
     _stream_of(req)
-    body = req.strict("JSApiStreamSnapshotRequest", _SNAPSHOT_REQUEST)
+    body = req.decode("JSApiStreamSnapshotRequest", _SNAPSHOT_REQUEST)
     if not is_valid_literal_subject(str(body.get("deliver_subject") or "")):
         raise api_error("JSSnapshotDeliverSubjectInvalidErr")
     raise api_error("JSStreamSnapshotErrF", err="stream snapshots are not supported by edged")
@@ -475,7 +446,7 @@ def stream_restore(req: ApiRequest) -> dict[str, Any]:
     """Not supported: answered with nats-server's checks in its order, then its restore error."""
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.strict("JSApiStreamRestoreRequest", _RESTORE_REQUEST)
+    body = req.decode("JSApiStreamRestoreRequest", _RESTORE_REQUEST)
     name = req.tokens[0]
     cfg = body.get("config")
     given = (cfg.get("name") if isinstance(cfg, dict) else None) or name

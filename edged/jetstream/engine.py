@@ -26,11 +26,9 @@ import msgspec
 from edged.accounts import GLOBAL_ACCOUNT, Account, Declined, Deferred
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import (
-    Fields,
     body_values,
     go_kind,
     merge,
-    unknown_field,
 )
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
@@ -80,15 +78,15 @@ class ApiRequest:
                                                        f"type server.{struct}")
             yield doc
 
-    def strict(self, struct: str, fields: Fields) -> dict[str, Any]:
-        """The body as nats-server reads the request struct `struct`: every value decoded over the ones
-        before, a key the struct has no field for refused (`json: unknown field`). Empty = {}."""
+    def decode(self, struct: str, types: dict[str, Any]) -> dict[str, Any]:
+        """The body as nats-server reads the request struct `struct` (fields' JSON names and Go types in
+        `types`): every value decoded over the ones before with Go's rules, a key the struct has no
+        field for refused; the first fault is the 10025 answer. Empty = {}."""
+        from edged.jetstream.consumer_config import decode_fields
+
         out: dict[str, Any] = {}
         for doc in self.values(struct):
-            err = unknown_field(doc, fields)
-            if err:
-                raise api_error("JSInvalidJSONErr", err=err)
-            merge(out, doc)
+            merge(out, decode_fields(doc, types, struct))
         return out
 
 

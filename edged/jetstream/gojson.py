@@ -14,7 +14,6 @@ refused; the first fault is the answer.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 _SPACE = b" \t\r\n"
@@ -267,35 +266,6 @@ def body_values(data: bytes) -> list[bytes | str]:
     return out
 
 
-# A request struct's JSON fields for `unknown_field`: None for a value of any shape (scalars, lists of
-# scalars, maps), a dict for a nested struct, a one-dict list for a list of structs.
-Fields = dict[str, "Fields | list[Fields] | None"]
-
-
-def unknown_field(doc: dict[str, Any], fields: Fields) -> str | None:
-    """The first key of `doc` (depth first, in document order) that its Go struct has no field for, as
-    nats-server's decoder (DisallowUnknownFields) names it: `json: unknown field "x"`. Go matches keys to
-    fields ignoring case: such a key is renamed to its field's name here."""
-    for k, v in list(doc.items()):
-        spec = fields.get(k, _MISSING)
-        if spec is _MISSING:
-            folded = k.casefold()
-            name = next((n for n in fields if n.casefold() == folded), None)
-            if name is None:
-                return f"json: unknown field {json.dumps(k, ensure_ascii=False)}"
-            spec = fields[name]
-            doc[name] = doc.pop(k)
-        if isinstance(spec, dict) and isinstance(v, dict):
-            err = unknown_field(v, spec)
-        elif isinstance(spec, list) and isinstance(v, list):
-            err = next((e for x in v if isinstance(x, dict) and (e := unknown_field(x, spec[0]))), None)
-        else:
-            err = None
-        if err:
-            return err
-    return None
-
-
 def merge(into: dict[str, Any], doc: dict[str, Any]) -> None:
     """A later value of the body decoded over the earlier ones, as Go decodes into the same struct:
     nested objects merge, anything else is replaced."""
@@ -306,5 +276,3 @@ def merge(into: dict[str, Any], doc: dict[str, Any]) -> None:
         else:
             into[k] = v
 
-
-_MISSING = object()
