@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import nats
+import nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError
 
@@ -144,3 +145,15 @@ async def sync(nc: Any, m: Any, payload: bytes = b"") -> bytes:
     """An ack of `m` with a reply: done once the reply is in (nats-server takes acks on a queue of its
     own, so a plain publish may still be in flight when the next request is served)."""
     return (await nc.request(m.reply, payload, timeout=2)).data  # type: ignore[no-any-return]
+
+
+async def kv_keys(kv: Any, **kw: Any) -> list[str]:
+    """`kv.keys()` of a bucket that has keys, asked once more if nats-py says it has none: its watcher can
+    signal "no more entries" before the first one when the server has delivered them all by the time
+    the client reads the consumer's info (a race in the client, seen against nats-server too). A bucket
+    with no keys fails both times."""
+    try:
+        return await kv.keys(**kw)
+    except nats.js.errors.NoKeysError:
+        await asyncio.sleep(0.05)
+        return await kv.keys(**kw)

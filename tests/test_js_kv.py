@@ -8,7 +8,7 @@ from typing import Any
 
 import nats
 
-from tests.jsutil import exc_name
+from tests.jsutil import exc_name, kv_keys
 from tests.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
@@ -44,10 +44,10 @@ def test_kv_suite(js_server: ServerProcess) -> None:
         await kv.delete("new")
         out.append(await exc_name(kv.get("new")))
         out.append(await kv.create("new", b"again"))
-        out.append(sorted(await kv.keys()))
+        out.append(sorted(await kv_keys(kv)))
         out.append([x.value for x in await kv.history("a")])
         await kv.purge("b.c")
-        out.append(sorted(await kv.keys()))
+        out.append(sorted(await kv_keys(kv)))
         st = await kv.status()
         out.append((st.bucket, st.history, st.values))
         w = await kv.watch("a")

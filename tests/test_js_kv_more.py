@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.jsutil import exc_name, run, session
+from tests.jsutil import exc_name, kv_keys, run, session
 from tests.servers import ServerProcess
 
 
@@ -42,8 +42,8 @@ def test_kv_watch_history_filters_and_markers(js_server: ServerProcess) -> None:
         live = await kv.watch("x.*", ignore_deletes=True)
         out.append(await drain(live))
         await live.stop()
-        out.append(sorted(await kv.keys()))
-        out.append(sorted(await kv.keys(filters=["x."])))
+        out.append(sorted(await kv_keys(kv)))
+        out.append(sorted(await kv_keys(kv, filters=["x."])))
         out.append([(e.value, e.operation) for e in await kv.history("a")])
         out.append([(e.value, e.operation) for e in await kv.history("x.z")])
         rev = (await kv.get("b")).revision
@@ -54,7 +54,7 @@ def test_kv_watch_history_filters_and_markers(js_server: ServerProcess) -> None:
         out.append((st.bucket, st.history, st.values))
         await kv.purge_deletes(olderthan=-1)  # every marker goes, whatever its age
         st = await kv.status()
-        out.append((st.values, sorted(await kv.keys())))
+        out.append((st.values, sorted(await kv_keys(kv))))
         return out
 
     got = run(session(js_server, body))
