@@ -68,7 +68,9 @@ CONFIGS = [{"max_msgs": "x"}, {"subjects": "x"}, {"subjects": [1]}, {"retention"
            {"subject_delete_marker_ttl": "1s"}, {"persist_mode": "x"}, {"description": 5}, {"max_consumers": 1 << 70},
            {"sealed": "no"}, {"name": 5}, {"pedantic": "x"}, {"duplicate_window": "x"}, {"sources": "x"},
            {"sources": [1]}, {"mirror": {"opt_start_time": 5}}, {"no_ack": True, "zz": 1, "max_msgs": "x"},
-           {"max_msgs": "x", "zz": 1}, {"MAX_MSGS": "x"}]
+           {"max_msgs": "x", "zz": 1}, {"MAX_MSGS": "x"}, {"retention": None}, {"storage": None},
+           {"discard": None}, {"compression": None}, {"persist_mode": None}, {"discard": "NEW"},
+           {"zz": 1, "discard": 5}, {"storage": "x", "zz": 1}]
 
 
 def test_stream_config_values_of_the_wrong_type_get_gos_type_errors() -> None:
@@ -128,3 +130,29 @@ def test_request_fields_of_the_wrong_type_get_gos_type_errors() -> None:
     assert sum(1 for *_, e in ref if e and "cannot unmarshal" in e["description"]) >= 25, ref
     bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
     assert not bad, "".join(bad)
+
+
+# A direct get reads its body leniently (one value, unknown keys ignored) and answers any fault with a
+# status message: "408 Malformed Request" for a value of the wrong type too
+DIRECT = [b'{"seq":"1"}', b'{"last_by_subj":[]}', b'{"no_hdr":[]}', b'{"max_bytes":9223372036854775808}',
+          b'{"seq":1,"zz":1}', b'{"seq":-1}', b'{"start_time":"x"}', b'{"multi_last":[1]}', b'[1]', b'{"seq":1} x',
+          b'{"SEQ":1}', b"{}", b'{"seq":1}']
+
+
+def test_direct_get_bodies_of_the_wrong_type_are_malformed_requests() -> None:
+    async def scenario(url: str) -> list[Any]:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="X", subjects=["x"], allow_direct=True)
+        await js.publish("x", b"1")
+        out = []
+        for body in DIRECT:
+            r = await nc.request("$JS.API.DIRECT.GET.X", body, timeout=5)
+            h = r.headers or {}
+            out.append((body, h.get("Status"), h.get("Description"), r.data))
+        await nc.close()
+        return out
+
+    got = replies_of_both(scenario, "js-baddirect-")
+    assert sum(1 for o in got["nats-server"] if o[2] == "Malformed Request") >= 6, got["nats-server"]
+    assert got["edged"] == got["nats-server"]

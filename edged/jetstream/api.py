@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.jetstream.direct import direct_get, int_field, lookup
+from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, lookup
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import (
     Stream,
@@ -44,7 +44,7 @@ def _struct(goname: str, **fields: Any) -> tuple[str, str, dict[str, Any]]:
 
 
 # nats-server's request structs (server/jetstream_api.go, stream.go): their fields' JSON names and Go types,
-# for its strict decoding (ApiRequest.decode); the policies' own texts come from normalize_config
+# for its strict decoding (ApiRequest.decode)
 _S, _B, _D = "string", "bool", "time.Duration"
 _TRANSFORM_T = _struct("SubjectTransformConfig", src=_S, dest=_S)
 _SOURCE_T = _struct("StreamSource", name=_S, opt_start_seq="uint64", opt_start_time="time", filter_subject=_S,
@@ -52,9 +52,9 @@ _SOURCE_T = _struct("StreamSource", name=_S, opt_start_seq="uint64", opt_start_t
                     external=_struct("ExternalStream", api=_S, deliver=_S),
                     consumer=_struct("StreamConsumerSource", name=_S, deliver_subject=_S))
 STREAM_CONFIG_TYPES: dict[str, Any] = {
-    "name": _S, "description": _S, "subjects": "[]string", "retention": "any", "max_consumers": "int",
+    "name": _S, "description": _S, "subjects": "[]string", "retention": "retention", "max_consumers": "int",
     "max_msgs": "int64", "max_bytes": "int64", "max_age": _D, "max_msgs_per_subject": "int64", "max_msg_size": "int32",
-    "discard": "any", "storage": "any", "num_replicas": "int", "no_ack": _B, "duplicate_window": _D,
+    "discard": "discard", "storage": "storage", "num_replicas": "int", "no_ack": _B, "duplicate_window": _D,
     "placement": _struct("Placement", cluster=_S, tags="[]string", preferred=_S), "mirror": _SOURCE_T,
     "sources": ("[]", "[]*server.StreamSource", _SOURCE_T), "compression": "compression", "first_seq": "uint64",
     "subject_transform": _TRANSFORM_T, "republish": _struct("RePublish", src=_S, dest=_S, headers_only=_B),
@@ -68,9 +68,6 @@ STREAM_CONFIG_TYPES: dict[str, Any] = {
 _STREAM_INFO_REQUEST = {"offset": "int", "deleted_details": _B, "subjects_filter": _S}
 _STREAMS_REQUEST = {"offset": "int", "subject": _S}
 _PURGE_REQUEST = {"seq": "uint64", "filter": _S, "keep": "uint64"}
-_MSG_GET_REQUEST = {"seq": "uint64", "last_by_subj": _S, "next_by_subj": _S, "batch": "int", "max_bytes": "int",
-                    "start_time": "time", "multi_last": "[]string", "up_to_seq": "uint64", "up_to_time": "time",
-                    "no_hdr": _B}
 _MSG_DELETE_REQUEST = {"seq": "uint64", "no_erase": _B}
 _SNAPSHOT_REQUEST = {"deliver_subject": _S, "no_consumers": _B, "chunk_size": "int", "window_size": "int", "jsck": _B}
 _RESTORE_REQUEST = {
@@ -366,7 +363,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
 def msg_get(req: ApiRequest) -> dict[str, Any]:
     if _is_empty_request(req.data):
         raise api_error("JSBadRequestErr")
-    body = req.decode("JSApiMsgGetRequest", _MSG_GET_REQUEST)
+    body = req.decode("JSApiMsgGetRequest", MSG_GET_REQUEST)
     if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
         raise api_error("JSBadRequestErr")
     stream = _stream_of(req) if _valid_get(body) else None

@@ -54,6 +54,10 @@ _FIELDS: dict[str, str] = {
 _CREATE_FIELDS = {"stream_name": "string", "config": "config", "action": "action", "pedantic": "bool"}
 _RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "time.Duration": (-(1 << 63), (1 << 63) - 1),
            "uint64": (0, (1 << 64) - 1), "int64": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
+# StreamConfig's policies (their UnmarshalJSON: discard ignores case) and the types that refuse a null
+_STREAM_ENUMS = {"retention": ("limits", "interest", "workqueue"), "storage": ("memory", "file"),
+                 "discard": ("old", "new"), "persist_mode": ("default", "async", "")}
+_NULL_REFUSED = ("retention", "storage", "discard", "persist_mode")
 # A Go type a field holds, for _GoDecoder: one of the names it knows ("string", "int64", "[]string",
 # "time", "any" for a type whose own rules come later, ...), or a struct: ("struct", its Go name, its
 # fields), or a slice of structs: ("[]", the slice's Go name, the element's struct).
@@ -95,6 +99,10 @@ class _GoDecoder:
         """The value as the Go field would hold it, or None (left at its zero value). `elem`: a slice
         element, whose errors Go words without "Go struct field"."""
         if v is None:
+            if gotype in _NULL_REFUSED or (gotype == "enum" and field != "priority_policy"):
+                return self._save('can not unmarshal "null"')  # their UnmarshalJSON gets null too
+            if gotype == "compression":
+                return self._save("unknown compression algorithm")
             return None
         if isinstance(gotype, tuple):
             if gotype[0] == "struct":
@@ -106,14 +114,16 @@ class _GoDecoder:
             return [self.value(x, gotype[2], f"{path}.{i}", field, elem=True) or {} for i, x in enumerate(v)]
         if gotype == "any":
             return v
-        if gotype == "compression":  # its UnmarshalJSON reads a Go string first
+        # types with an UnmarshalJSON of their own, whose texts these are
+        if gotype == "compression":  # it reads a Go string first
             if not isinstance(v, str):
                 return self._save(f"json: cannot unmarshal {go_kind(v)} into Go value of type string")
             return v
-        if gotype == "persist_mode":
-            if v not in ("default", "async", ""):
+        if gotype in _STREAM_ENUMS:
+            ok = v.lower() if gotype == "discard" and isinstance(v, str) else v
+            if ok not in _STREAM_ENUMS[gotype]:
                 return self._save(f"can not unmarshal {go_quote(_raw(v))}")
-            return v
+            return ok
         if gotype == "string":
             if not isinstance(v, str):
                 return self._type_err(v, path, "string", elem=elem)

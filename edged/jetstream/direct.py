@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.headers import make_headers
-from edged.jetstream.errors import api_error
+from edged.jetstream.consumer_config import decode_fields
+from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns
 
 if TYPE_CHECKING:
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
 
 MAX_MULTI_RESULTS = 1024
+# JSApiMsgGetRequest's fields and Go types (STREAM.MSG.GET and DIRECT.GET read it)
+MSG_GET_REQUEST = {"seq": "uint64", "last_by_subj": "string", "next_by_subj": "string", "batch": "int",
+                   "max_bytes": "int", "start_time": "time", "multi_last": "[]string", "up_to_seq": "uint64",
+                   "up_to_time": "time", "no_hdr": "bool"}
 _decode = msgspec.json.Decoder().decode
 
 
@@ -84,6 +89,16 @@ def _status(ic: Any, reply: str, code: int, text: str) -> None:
     ic.publish(reply, b"", "", make_headers(status=code, description=text))
 
 
+def _get_request(data: bytes) -> dict[str, Any]:
+    """A direct get body as nats-server reads it (json.Unmarshal: one value, Go's types for the fields it
+    has, other keys ignored); any fault is its "Malformed Request"."""
+    body = _decode(data)
+    if not isinstance(body, dict):
+        raise ValueError
+    known = {k: v for k, v in body.items() if k.casefold() in MSG_GET_REQUEST}
+    return {**body, **decode_fields(known, MSG_GET_REQUEST, "JSApiMsgGetRequest")}
+
+
 def direct_get(req: ApiRequest) -> None:
     """Answer a direct get; the stream only listens when `allow_direct` is on (else no responders)."""
     assert req.jsa is not None
@@ -99,10 +114,8 @@ def direct_get(req: ApiRequest) -> None:
         body: dict[str, Any] = {}
         if data:
             try:
-                body = _decode(data)
-                if not isinstance(body, dict):
-                    raise ValueError
-            except (msgspec.DecodeError, ValueError):
+                body = _get_request(data)
+            except (msgspec.DecodeError, ValueError, JSApiError):
                 return _status(ic, reply, 408, "Malformed Request")
         if any(body.get(k) for k in ("last_by_subj", "next_by_subj", "multi_last", "seq", "batch", "start_time",
                                      "up_to_seq", "up_to_time")):
@@ -112,9 +125,7 @@ def direct_get(req: ApiRequest) -> None:
         if not data:
             return _status(ic, reply, 408, "Empty Request")
         try:
-            body = _decode(data)
-            if not isinstance(body, dict):
-                raise ValueError
+            body = _get_request(data)
             seq, batch = int_field(body, "seq"), int_field(body, "batch")
             up_to_seq, max_bytes = int_field(body, "up_to_seq"), int_field(body, "max_bytes")
             start, up_to_time = _time_field(body, "start_time"), _time_field(body, "up_to_time")
