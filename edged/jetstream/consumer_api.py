@@ -6,7 +6,6 @@ import os
 import re
 import string
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -14,17 +13,17 @@ import msgspec
 from edged.jetstream.api import _is_empty_request, _is_object_or_array
 from edged.jetstream.consumer import Consumer
 from edged.jetstream.consumer_config import (
+    CREATE_REQUEST,
     EPHEMERAL_INACTIVE,
     MAX_NAME,
     _filters,
     check_update,
-    decode_create,
     decode_fields,
     normalize,
     time_ns,
 )
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import go_kind, merge, syntax_error
+from edged.jetstream.gojson import go_kind, syntax_error
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
@@ -76,20 +75,11 @@ def _consumer(req: ApiRequest) -> tuple[Stream, Consumer]:
     return s, c
 
 
-def _decoded(req: ApiRequest, struct: str, decode: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """The body's values, each decoded as `struct` by `decode` (its Go rules), over the ones before: how
-    nats-server's strict decoding reads a request."""
-    out: dict[str, Any] = {}
-    for doc in req.values(struct):
-        merge(out, decode(doc))
-    return out
-
-
 def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     """nats-server's jsConsumerCreateRequest: the same checks in the same order (the subject forms, then
     the config defaults and checks, then create or update by `action`)."""
     assert req.jsa is not None
-    r = _decoded(req, "CreateConsumerRequest", decode_create)
+    r = req.decode("CreateConsumerRequest", CREATE_REQUEST)
     cfg_in: dict[str, Any] = dict(r.get("config") or {})
     action = r.get("action") or ""
     tokens = req.tokens
@@ -233,8 +223,7 @@ def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
     a body that is not a JSON object or array means no options."""
     offset = 0
     if _is_object_or_array(req.data):
-        offset = max(0, _decoded(req, "JSApiConsumersRequest",
-                                 lambda d: decode_fields(d, {"offset": "int"}, "JSApiConsumersRequest")).get("offset", 0))
+        offset = max(0, req.decode("JSApiConsumersRequest", {"offset": "int"}).get("offset", 0))
     stream = _stream(req)
     names = sorted(stream.consumers)
     return stream, names, min(offset, len(names))
@@ -275,9 +264,7 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
     until = ""
     if _is_object_or_array(req.data):
-        until = _decoded(req, "JSApiConsumerPauseRequest",
-                         lambda d: decode_fields(d, {"pause_until": "time"}, "JSApiConsumerPauseRequest")).get(
-            "pause_until") or ""
+        until = req.decode("JSApiConsumerPauseRequest", {"pause_until": "time"}).get("pause_until") or ""
     _, c = _consumer(req)
     ns = time_ns(until) if until and until != _ZERO_TIME else 0
     utc = format_time(ns) if ns else _ZERO_TIME

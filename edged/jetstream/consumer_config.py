@@ -51,7 +51,7 @@ _FIELDS: dict[str, str] = {
     "pause_until": "time", "priority_groups": "[]string", "priority_policy": "enum",
     "priority_timeout": "time.Duration",
 }
-_CREATE_FIELDS = {"stream_name": "string", "config": "config", "action": "action", "pedantic": "bool"}
+CREATE_REQUEST = {"stream_name": "string", "config": "config", "action": "action", "pedantic": "bool"}
 _RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "time.Duration": (-(1 << 63), (1 << 63) - 1),
            "uint64": (0, (1 << 64) - 1), "int64": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
 # StreamConfig's policies (their UnmarshalJSON: discard ignores case) and the types that refuse a null
@@ -197,19 +197,9 @@ class _GoDecoder:
         return out
 
 
-def decode_create(doc: Any) -> dict[str, Any]:
-    """A CreateConsumerRequest as nats-server decodes it (strict mode), or its JSInvalidJSONErr."""
-    if not isinstance(doc, dict):
-        raise _invalid_json(f"json: cannot unmarshal {go_kind(doc)} into Go value of type server.CreateConsumerRequest")
-    d = _GoDecoder("CreateConsumerRequest")
-    out = d.struct_fields(doc, _CREATE_FIELDS, "")
-    if d.saved is not None:
-        raise d.saved
-    return out
-
-
 def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str) -> dict[str, Any]:
-    """Another API request struct (pause, names), decoded the same way."""
+    """A request struct's fields (their JSON names and Go types in `fields`) as nats-server's decoder reads
+    them (strict mode), or its JSInvalidJSONErr: the first fault in document order."""
     d = _GoDecoder(struct)
     out = d.struct_fields(doc, fields, "")
     if d.saved is not None:

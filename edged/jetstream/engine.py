@@ -24,12 +24,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.accounts import GLOBAL_ACCOUNT, Account, Declined, Deferred
+from edged.jetstream.consumer_config import decode_fields
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.gojson import (
-    body_values,
-    go_kind,
-    merge,
-)
+from edged.jetstream.gojson import body_values, go_kind, merge
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
@@ -82,8 +79,6 @@ class ApiRequest:
         """The body as nats-server reads the request struct `struct` (fields' JSON names and Go types in
         `types`): every value decoded over the ones before with Go's rules, a key the struct has no
         field for refused; the first fault is the 10025 answer. Empty = {}."""
-        from edged.jetstream.consumer_config import decode_fields
-
         out: dict[str, Any] = {}
         for doc in self.values(struct):
             merge(out, decode_fields(doc, types, struct))
