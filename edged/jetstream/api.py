@@ -27,6 +27,7 @@ from edged.jetstream.stream import (
 from edged.protocol import is_valid_literal_subject
 from edged.sublist import subjects_overlap
 from storage import StreamExistsError
+from storage.sqlite import SEQ_MASK as MAX_SEQ
 
 if TYPE_CHECKING:
     from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
@@ -347,6 +348,9 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     if seq > 0 and keep > 0:
         raise api_error("JSBadRequestErr")
     stream = _stream_of(req)
+    if seq > MAX_SEQ + 1:  # past the end, a purge to seq makes seq the next sequence
+        raise api_error("JSStreamPurgeFailedF", err=f"sequences above 2**{MAX_SEQ.bit_length()} are not "
+                                                    "supported by edged")
     if stream.sealed:
         raise api_error("JSStreamSealedErr")
     if stream.config.get("deny_purge"):

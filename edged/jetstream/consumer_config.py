@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.gojson import go_kind
+from edged.jetstream.gojson import go_kind, go_quote
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.monitor import go_duration
 from edged.protocol import is_valid_subject
@@ -210,10 +210,6 @@ def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str) -
 # ------------------------------------------------------------------ Go times
 
 _LAYOUT = "2006-01-02T15:04:05Z07:00"
-
-
-def go_quote(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _time_err(value: str, elem_value: str, elem: str) -> JSApiError:

@@ -231,6 +231,11 @@ def _bad_escape(data: bytes, start: int, i: int) -> str:
     return f"invalid escape sequence `{text}` in string"
 
 
+def go_quote(s: str) -> str:
+    """Go's %q of a plain string."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def go_kind(v: Any) -> str:
     """How Go's encoding/json names a JSON value's kind in its type errors."""
     if isinstance(v, bool):

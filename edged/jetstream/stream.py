@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.config import parse_duration
 from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.gojson import go_quote
 from edged.protocol import is_valid_subject
 from edged.sublist import subject_is_subset, subjects_overlap
 from storage import StoreError, StoreFullError
@@ -100,6 +102,12 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
     return v
 
 
+# newer nats-server stream features edged does not have: refused, rather than a stream without them
+_NOT_SUPPORTED = (("allow_msg_counter", "message counters"), ("allow_atomic", "atomic batch publishes"),
+                  ("allow_msg_schedules", "message schedules"), ("allow_batched", "fast batch publishes"),
+                  ("subject_delete_marker_ttl", "subject delete markers"))
+
+
 def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config as nats-server would store and report it (defaults filled), or a JSApiError."""
     name = req.get("name")
@@ -127,6 +135,11 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         raise api_error("JSStreamReplicasNotSupportedErr")
     if req.get("mirror") or req.get("sources"):
         raise _invalid("stream mirrors and sources are not supported by edged yet")
+    for key, what in _NOT_SUPPORTED:
+        if req.get(key):
+            raise _invalid(f"{what} ({key}) are not supported by edged")
+    if req.get("persist_mode") == "async":
+        raise _invalid("asynchronous persistence (persist_mode: async) is not supported by edged")
     placement = {k: v for k, v in (req.get("placement") or {}).items() if v}
     if placement.get("preferred"):
         raise _invalid("preferred server not permitted in placement")
@@ -260,22 +273,38 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise _invalid("message TTL status can not be disabled")
 
 
-def parse_ttl(value: str) -> int:
-    """A Nats-TTL header: Go duration or seconds; "never" = -1 (kept forever). ns, or raises ValueError."""
-    v = value.strip()
-    if v.lower() == "never":
+def _go_int64(text: str) -> int:
+    """nats-server's parseInt64: decimal digits only (else -1), wrapping around as Go's int64 does."""
+    if not text or not (text.isascii() and text.isdigit()):
         return -1
-    if v.isdigit():
-        secs = int(v)
-        if secs <= 0:
-            raise ValueError("ttl")
-        return secs * NS
-    from edged.config import parse_duration
+    n = 0
+    for c in text.encode():
+        n = (n * 10 + c - 48) & 0xFFFFFFFFFFFFFFFF
+    return n - (1 << 64) if n >= 1 << 63 else n
 
-    secs_f = parse_duration(v)
+
+# a TTL is kept in ns beside a ns timestamp in one int64: longer ones (over 146 years) are clamped
+_TTL_MAX_S = (1 << 62) // NS
+
+
+def parse_ttl(value: str) -> int:
+    """A Nats-TTL header as nats-server reads it (parseMessageTTL): "never" = -1; a Go duration of at
+    least a second, whole seconds kept; else a decimal count of seconds (0 = no TTL). ns; ValueError
+    for what nats-server refuses."""
+    if value.lower() == "never":
+        return -1
+    try:
+        secs_f = parse_duration(value)
+        if abs(secs_f) * NS >= 1 << 63:
+            raise ValueError("overflow")  # Go's ParseDuration refuses it
+    except ValueError:
+        secs = _go_int64(value)
+        if secs < 0:
+            raise ValueError("ttl") from None
+        return min(secs, _TTL_MAX_S) * NS
     if secs_f < 1:
         raise ValueError("ttl")
-    return int(secs_f * NS)
+    return min(int(secs_f), _TTL_MAX_S) * NS
 
 
 class Stream:
@@ -347,37 +376,42 @@ class Stream:
                 self.js.send_json(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0})
 
     def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """Check and store one published message, in nats-server's order (processJetStreamMsg): the
+        subject transform, sealed, the headers' expectations, sizes, limits, then the store."""
+        if self.transform is not None:
+            subject = self.js.transform(self.transform, subject)
         if self.sealed:
             raise api_error("JSStreamSealedErr")
         hdr = hdr or b""
-        if len(hdr) > MAX_HDR:
-            raise api_error("JSStreamHeaderExceedsMaximumErr")
-        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
-            raise api_error("JSStreamMessageExceedsMaximumErr")
         store = self.store
         ttl = 0
+        ttl_bad = False
         msg_id = ""
         rollup = ""
         if hdr:
             exp = get_header(hdr, "Nats-Expected-Stream")
             if exp and exp != self.name:
                 raise api_error("JSStreamNotMatchErr")
-            # an empty header counts as absent, as in nats-server
+            # an empty header counts as absent, as in nats-server; a TTL that does not parse is refused
+            # only after the other checks
             t = get_header(hdr, "Nats-TTL")
             if t:
-                if not self.allow_ttl:
-                    raise api_error("JSMessageTTLDisabledErr")
                 try:
                     ttl = parse_ttl(t)
                 except ValueError:
-                    raise api_error("JSMessageTTLInvalidErr") from None
+                    ttl_bad = True
+                if ttl and not self.allow_ttl:
+                    raise api_error("JSMessageTTLDisabledErr")
             elss = get_header(hdr, "Nats-Expected-Last-Subject-Sequence")
+            elss_subject = get_header(hdr, "Nats-Expected-Last-Subject-Sequence-Subject")
             if elss:
                 want = _seq_header(elss)
-                last = store.load_last(subject)
+                last = store.load_last(elss_subject or subject)
                 have = last.seq if last is not None else 0
                 if have != want:
                     raise api_error("JSStreamWrongLastSequenceErrF", seq=have)
+            elif elss_subject:
+                raise api_error("JSStreamExpectedLastSeqPerSubjectInvalid")
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
             if els and _seq_header(els) != store.last_seq:
                 raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
@@ -391,15 +425,22 @@ class Stream:
             elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
             if elmi and elmi != self.last_msg_id:
                 raise api_error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
-            rollup = get_header(hdr, "Nats-Rollup") or ""
+            rollup = (get_header(hdr, "Nats-Rollup") or "").lower()
             if rollup:
                 if not self.allow_rollup or self.config.get("deny_purge"):
                     raise api_error("JSStreamRollupFailedF", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
-                    raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: \"{rollup}\"")
-        if self.transform is not None:
-            subject = self.js.transform(self.transform, subject)
+                    raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
+        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+            raise api_error("JSStreamMessageExceedsMaximumErr")
+        if len(hdr) > MAX_HDR:
+            raise api_error("JSStreamHeaderExceedsMaximumErr")
         size = store.msg_size(subject, hdr, payload)
+        if self.js.store_full and self.file:
+            raise api_error("JSInsufficientResourcesErr")
+        self.jsa.check_store(self, size)
+        if ttl_bad:
+            raise api_error("JSMessageTTLInvalidErr")
         if self.discard_new and not rollup:
             if self.max_msgs > 0 and store.msgs >= self.max_msgs:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages exceeded")
@@ -407,9 +448,6 @@ class Stream:
                 raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
             if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
-        self.jsa.check_store(self, size)
-        if self.js.store_full and self.file:
-            raise api_error("JSInsufficientResourcesErr")
         try:
             seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0, size)
         except StoreFullError as e:
@@ -669,8 +707,9 @@ def _never_expires(hdr: bytes) -> bool:
 
 
 def _seq_header(v: str) -> int:
-    """nats-server's parseInt64: decimal digits only, anything else is -1 (which then never matches)."""
-    return int(v) if v.isascii() and v.isdigit() else -1
+    """An expected sequence header: nats-server's parseInt64, as the uint64 it then compares (-1, what
+    anything but digits gives, is the largest one: it never matches)."""
+    return _go_int64(v) & 0xFFFFFFFFFFFFFFFF
 
 
 def msg_dict(m: Any, headers: bool = True) -> dict[str, Any]:

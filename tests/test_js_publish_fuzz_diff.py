@@ -1,0 +1,61 @@
+"""Publishes with random JetStream headers, differential: the expectations (Nats-Expected-Stream, -Last-
+Sequence, -Last-Subject-Sequence and its -Subject override, -Last-Msg-Id), Nats-Msg-Id, Nats-Rollup and
+Nats-TTL with valid, malformed and overflowing values, on a stream that allows rollups and TTLs and one
+that allows neither. The PubAcks and errors (checked in nats-server's order) and the streams' final
+state must be the same on both servers. Seeded, so a run is repeatable."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import nats
+
+from tests.jsutil import replies_of_both
+
+HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
+           "Nats-Expected-Last-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Expected-Last-Subject-Sequence-Subject"]
+VALUES = ["", "1", "0", "00", "2", "-1", "x", "S", "T", "sub", "SUB", "all", "1s", "1.5s", "10", "never", "abc",
+          "99999999999999999999", "1h", "p.a", "p.*", "0.5s", "99999999999h"]
+SUBJECTS = ["p.a", "p.b", "p.c", "q.a"]
+SEEDS, COUNT = (1, 2, 3), 150
+
+
+def _cases(seed: int) -> list[tuple[str, dict[str, str], bytes]]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(COUNT):
+        hdrs = {rnd.choice(HEADERS): rnd.choice(VALUES) for _ in range(rnd.randint(0, 3))}
+        out.append((rnd.choice(SUBJECTS), hdrs, rnd.choice([b"x", b""])))
+    return out
+
+
+async def _scenario(url: str) -> list[Any]:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list[Any] = []
+    for seed in SEEDS:
+        await js.add_stream(name="S", subjects=["p.>"], allow_rollup_hdrs=True, allow_msg_ttl=True,
+                            max_msgs_per_subject=5)
+        await js.add_stream(name="T", subjects=["q.>"], deny_purge=True)
+        for subject, hdrs, data in _cases(seed):
+            r = await nc.request(subject, data, timeout=5, headers=hdrs or None)
+            ack = json.loads(r.data)
+            ack.pop("domain", None)
+            out.append((subject, hdrs, ack))
+        for name in ("S", "T"):
+            st = (await js.stream_info(name)).state
+            out.append((name, st.messages, st.first_seq, st.last_seq, st.num_deleted))
+            await js.delete_stream(name)
+    await nc.close()
+    return out
+
+
+def test_publishes_with_random_headers_get_the_same_acks_and_errors() -> None:
+    got = replies_of_both(_scenario, "js-pubfuzz-")
+    edged, ref = got["edged"], got["nats-server"]
+    codes = {o[2].get("error", {}).get("err_code") for o in ref if len(o) == 3}
+    assert {10071, 10165, 10166, 10111, 10193} <= codes, codes  # the checks are exercised
+    bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
+    assert not bad, "".join(bad[:10])
