@@ -8,6 +8,7 @@ future that the whole group-commit batch shares, so acks are sent once per SQLit
 from __future__ import annotations
 
 import base64
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from edged.config import parse_duration
 from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import go_quote
-from edged.protocol import is_valid_subject
+from edged.protocol import is_valid_literal_subject, is_valid_subject
 from edged.sublist import subject_is_subset, subjects_overlap
 from storage import StoreError, StoreFullError
 
@@ -273,6 +274,25 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise _invalid("message TTL status can not be disabled")
 
 
+_BIG_INT = re.compile(r"[+-]?[0-9]+")  # what Go's big.Int SetString(s, 10) takes
+
+
+def _check_schedule_headers(subject: str, hdr: bytes) -> None:
+    """Message schedules (edged has none) as nats-server refuses them on a stream without them."""
+    if get_header(hdr, "Nats-Schedule"):
+        raise api_error("JSMessageSchedulesDisabledErr")
+    nxt = get_header(hdr, "Nats-Schedule-Next")
+    scheduler = get_header(hdr, "Nats-Scheduler")
+    if nxt:
+        if nxt != "purge" or not scheduler or scheduler == subject or not is_valid_literal_subject(scheduler):
+            raise api_error("JSMessageSchedulesSchedulerInvalidErr")
+        raise api_error("JSMessageSchedulesDisabledErr")
+    if scheduler:
+        raise api_error("JSMessageSchedulesSchedulerInvalidErr")
+    if get_header(hdr, "Nats-Stream-Source"):
+        raise api_error("JSMessageSourceHdrNotAllowedErr")
+
+
 def _go_int64(text: str) -> int:
     """nats-server's parseInt64: decimal digits only (else -1), wrapping around as Go's int64 does."""
     if not text or not (text.isascii() and text.isdigit()):
@@ -375,6 +395,15 @@ class Stream:
             if rep and not self.no_ack:
                 self.js.send_json(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0})
 
+    def _refuse_batch(self, subject: str, hdr: bytes, payload: bytes) -> None:
+        """An atomic batch publish (edged has none): nats-server's batch path checks these first."""
+        if self.js.store_full and self.file:
+            raise api_error("JSInsufficientResourcesErr")
+        self.jsa.check_store(self, self.store.msg_size(subject, hdr, payload))
+        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+            raise api_error("JSStreamMessageExceedsMaximumErr")
+        raise api_error("JSAtomicPublishDisabledErr")
+
     def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """Check and store one published message, in nats-server's order (processJetStreamMsg): the
         subject transform, sealed, the headers' expectations, sizes, limits, then the store."""
@@ -388,7 +417,12 @@ class Stream:
         ttl_bad = False
         msg_id = ""
         rollup = ""
+        if hdr and get_header(hdr, "Nats-Batch-Id"):
+            self._refuse_batch(subject, hdr, payload)
         if hdr:
+            incr = get_header(hdr, "Nats-Incr")
+            if incr:  # edged has no counter streams
+                raise api_error("JSMessageIncrDisabledErr" if _BIG_INT.fullmatch(incr) else "JSMessageIncrInvalidErr")
             exp = get_header(hdr, "Nats-Expected-Stream")
             if exp and exp != self.name:
                 raise api_error("JSStreamNotMatchErr")
@@ -415,6 +449,7 @@ class Stream:
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
             if els and _seq_header(els) != store.last_seq:
                 raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
+            _check_schedule_headers(subject, hdr)
             msg_id = get_header(hdr, "Nats-Msg-Id") or ""
             if msg_id:
                 prev = self.dedupe.get(msg_id)
