@@ -819,6 +819,7 @@ class Consumer:
             self._status(reply, 409, "Consumer is push based")
             return
         batch, max_bytes, expires, no_wait, hb = 1, 0, 0, False, 0
+        group: dict[str, Any] | None = None  # a JSON request's priority group fields
         body = data.strip()
         if body:
             if body.isdigit():
@@ -832,7 +833,8 @@ class Consumer:
                 max_bytes = int(r.get("max_bytes") or 0)
                 expires = int(r.get("expires") or 0)
                 no_wait = bool(r.get("no_wait"))
-                hb = int(r.get("idle_heartbeat") or 0)
+                hb = max(int(r.get("idle_heartbeat") or 0), 0)  # nats-server ignores one that is not positive
+                group = r
                 if hb and hb * 2 > expires:  # no expiry at all is too short as well
                     self._status(reply, 400, "Bad Request - heartbeat value too large")
                     return
@@ -846,6 +848,16 @@ class Consumer:
         if self.max_bytes_req and max_bytes > self.max_bytes_req:
             self._status(reply, 409, f"Exceeded MaxRequestMaxBytes of {self.max_bytes_req}")
             return
+        if group is not None:  # edged's consumers have no priority policy (priority groups are not supported)
+            if group.get("min_pending") or group.get("min_ack_pending"):
+                self._status(reply, 400, "Bad Request - Not a Overflow Priority consumer")
+                return
+            if group.get("id"):
+                self._status(reply, 400, "Bad Request - Not a Pinned Client Priority consumer")
+                return
+            if not 0 <= group.get("priority", 0) <= 9:
+                self._status(reply, 400, "Bad Request - Priority must be between 0 and 9")
+                return
         self.last_active = time.time_ns()
         self._arm_inactive()
         if no_wait:
