@@ -1,9 +1,10 @@
 """Publishes with random JetStream headers, differential: the expectations (Nats-Expected-Stream, -Last-
 Sequence, -Last-Subject-Sequence and its -Subject override, -Last-Msg-Id), Nats-Msg-Id, Nats-Rollup and
 Nats-TTL with valid, malformed and overflowing values (and the headers of counters, schedules, sourcing
-and atomic batches, which edged does not have), on a stream that allows rollups and TTLs and one
-that allows neither. The PubAcks and errors (checked in nats-server's order) and the streams' final
-state must be the same on both servers. Seeded, so a run is repeatable."""
+and atomic batches, which edged does not have), on a stream that allows rollups and TTLs, one that allows
+neither, and one with a small max_msg_size (checked before the headers' expectations). The PubAcks and
+errors (checked in nats-server's order) and the streams' final state must be the same on both servers.
+Seeded, so a run is repeatable."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence",
            "Nats-Incr", "Nats-Schedule", "Nats-Scheduler", "Nats-Schedule-Next", "Nats-Stream-Source", "Nats-Batch-Id"]
 VALUES = ["", "1", "0", "00", "2", "-1", "x", "S", "T", "sub", "SUB", "all", "1s", "1.5s", "10", "never", "abc",
           "99999999999999999999", "1h", "p.a", "p.*", "0.5s", "99999999999h", "purge", "+5", "@every 1s"]
-SUBJECTS = ["p.a", "p.b", "p.c", "q.a"]
+SUBJECTS = ["p.a", "p.b", "p.c", "q.a", "r.a"]
 SEEDS, COUNT = (1, 2, 3), 150
 
 
@@ -42,12 +43,13 @@ async def _scenario(url: str) -> list[Any]:
         await js.add_stream(name="S", subjects=["p.>"], allow_rollup_hdrs=True, allow_msg_ttl=True,
                             max_msgs_per_subject=5)
         await js.add_stream(name="T", subjects=["q.>"], deny_purge=True)
+        await js.add_stream(name="M", subjects=["r.>"], max_msg_size=60, allow_msg_ttl=True)  # some headers fit
         for subject, hdrs, data in _cases(seed):
             r = await nc.request(subject, data, timeout=5, headers=hdrs or None)
             ack = json.loads(r.data)
             ack.pop("domain", None)
             out.append((subject, hdrs, ack))
-        for name in ("S", "T"):
+        for name in ("S", "T", "M"):
             st = (await js.stream_info(name)).state
             out.append((name, st.messages, st.first_seq, st.last_seq, st.num_deleted))
             await js.delete_stream(name)
@@ -59,6 +61,6 @@ def test_publishes_with_random_headers_get_the_same_acks_and_errors() -> None:
     got = replies_of_both(_scenario, "js-pubfuzz-")
     edged, ref = got["edged"], got["nats-server"]
     codes = {o[2].get("error", {}).get("err_code") for o in ref if len(o) == 3}
-    assert {10071, 10165, 10166, 10111, 10193, 10168, 10188, 10212, 10227, 10174} <= codes, codes  # all exercised
+    assert {10071, 10165, 10166, 10111, 10193, 10168, 10188, 10212, 10227, 10174, 10054} <= codes, codes  # all exercised
     bad = [f"\nedged: {e}\nnats:  {n}" for e, n in zip(edged, ref, strict=True) if e != n]
     assert not bad, "".join(bad[:10])

@@ -400,18 +400,22 @@ class Stream:
         if self.js.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, self.store.msg_size(subject, hdr, payload))
-        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
-            raise api_error("JSStreamMessageExceedsMaximumErr")
         raise api_error("JSAtomicPublishDisabledErr")
 
     def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        """Check and store one published message, in nats-server's order (processJetStreamMsg): the
-        subject transform, sealed, the headers' expectations, sizes, limits, then the store."""
+        """Check and store one published message, in nats-server's order: the subject transform, sealed,
+        sizes, the headers' expectations, limits, then the store."""
         if self.transform is not None:
             subject = self.js.transform(self.transform, subject)
         if self.sealed:
             raise api_error("JSStreamSealedErr")
         hdr = hdr or b""
+        # the sizes before the headers' checks (nats-server 2.15 answers an oversized message so whatever
+        # its headers expect)
+        if len(hdr) > MAX_HDR:
+            raise api_error("JSStreamHeaderExceedsMaximumErr")
+        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+            raise api_error("JSStreamMessageExceedsMaximumErr")
         store = self.store
         ttl = 0
         ttl_bad = False
@@ -466,10 +470,6 @@ class Stream:
                     raise api_error("JSStreamRollupFailedF", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
-        if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
-            raise api_error("JSStreamMessageExceedsMaximumErr")
-        if len(hdr) > MAX_HDR:
-            raise api_error("JSStreamHeaderExceedsMaximumErr")
         size = store.msg_size(subject, hdr, payload)
         if self.js.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
