@@ -395,6 +395,22 @@ class Stream:
             if rep and not self.no_ack:
                 self.js.send_json(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0})
 
+    def _discard_new(self, subject: str, size: int, rollup: bool) -> None:
+        """`discard: new` as nats-server's store applies it: a subject at its per-subject limit refuses
+        only with discard_new_per_subject (a rollup passes); otherwise the new message will replace that
+        subject's oldest, so the stream's message limit does not refuse it, and its byte limit only if the
+        message replaced is the smaller."""
+        store = self.store
+        at_subject_limit = self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per
+        if at_subject_limit and self.dnps and not rollup:
+            raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
+        if self.max_msgs > 0 and store.msgs >= self.max_msgs and not at_subject_limit:
+            raise api_error("JSStreamStoreFailedF", err="maximum messages exceeded")
+        if self.max_bytes > 0 and store.bytes + size > self.max_bytes:
+            oldest = store.load_next(store.first_seq, subject) if at_subject_limit else None
+            if oldest is None or store.msg_size(oldest.subject, oldest.hdr, oldest.data) < size:
+                raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
+
     def _refuse_batch(self, subject: str, hdr: bytes, payload: bytes) -> None:
         """An atomic batch publish (edged has none): nats-server's batch path checks these first."""
         if self.js.store_full and self.file:
@@ -476,13 +492,8 @@ class Stream:
         self.jsa.check_store(self, size)
         if ttl_bad:
             raise api_error("JSMessageTTLInvalidErr")
-        if self.discard_new and not rollup:
-            if self.max_msgs > 0 and store.msgs >= self.max_msgs:
-                raise api_error("JSStreamStoreFailedF", err="maximum messages exceeded")
-            if self.max_bytes > 0 and store.bytes + size > self.max_bytes:
-                raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
-            if self.dnps and self.max_per > 0 and store.subjects.get(subject, 0) >= self.max_per:
-                raise api_error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
+        if self.discard_new:
+            self._discard_new(subject, size, bool(rollup))
         try:
             seq, ts, committed = store.append(subject, hdr, payload, 0, ttl if ttl > 0 else 0, size)
         except StoreFullError as e:
