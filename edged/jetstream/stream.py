@@ -505,10 +505,7 @@ class Stream:
         self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
         removed = gone = 0
         trimmed: list[Any] = []  # per-subject trims: from anywhere in the stream
-        if rollup == "sub":
-            removed += store.purge(subject, keep=1)
-        elif rollup == "all":
-            removed += store.purge(None, keep=1)
+        # the limits first, then a rollup's purge, as nats-server (its store enforces them on the write)
         if self.max_per == 1:
             # a KV bucket's common case: remember each subject's last sequence, so replacing a value
             # deletes the previous one by sequence instead of searching the subject's messages
@@ -538,6 +535,10 @@ class Stream:
                 removed += store.trim_msgs(self.max_msgs)
             if self.max_bytes > 0 and store.bytes > self.max_bytes:
                 removed += store.trim_bytes(self.max_bytes)
+        if rollup == "sub":
+            removed += store.purge(subject, keep=1)
+        elif rollup == "all":
+            removed += store.purge(None, keep=1)
         if removed:
             self.notify_removed(seq=gone, seqs=[m.seq for m in trimmed])
         for c in self.consumers.values():
