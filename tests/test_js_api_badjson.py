@@ -26,14 +26,18 @@ SUBJECTS = ["STREAM.CREATE.X", "STREAM.UPDATE.X", "STREAM.INFO.X", "STREAM.PURGE
             "STREAM.RESTORE.X", "STREAM.LEADER.STEPDOWN.X", "CONSUMER.LEADER.STEPDOWN.X.D", "STREAM.PEER.REMOVE.X"]
 
 
+async def _stream_x_with_consumer_d(js: Any) -> None:
+    """Stream X (subject x) with four messages and a durable consumer D, on the server under test."""
+    await js.add_stream(name="X", subjects=["x"])
+    for _ in range(4):
+        await js.publish("x", b"1")
+    await js.add_consumer("X", durable_name="D")
+
+
 def test_bad_request_bodies_get_nats_servers_json_errors() -> None:
     async def scenario(url: str) -> list[Any]:
         nc = await nats.connect(url)
-        js = nc.jetstream()
-        await js.add_stream(name="X", subjects=["x"])
-        for _ in range(4):
-            await js.publish("x", b"1")
-        await js.add_consumer("X", durable_name="D")
+        await _stream_x_with_consumer_d(nc.jetstream())
         out = []
         for subj in SUBJECTS:
             for body in BODIES:
@@ -112,11 +116,8 @@ def test_request_fields_of_the_wrong_type_get_gos_type_errors() -> None:
     async def scenario(url: str) -> list[Any]:
         nc = await nats.connect(url)
         js = nc.jetstream()
-        await js.add_stream(name="X", subjects=["x"])
-        for _ in range(4):
-            await js.publish("x", b"1")
+        await _stream_x_with_consumer_d(js)
         await js.add_stream(name="P", subjects=["p"])
-        await js.add_consumer("X", durable_name="D")
         out = []
         for subj, bodies in TYPED.items():
             for body in bodies:

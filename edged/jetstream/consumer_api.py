@@ -303,9 +303,7 @@ def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
     if doc is not None and not isinstance(doc, dict):
         raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of type "
                                                f"server.JSApiConsumerUnpinRequest")
-    given = [v for k, v in (doc or {}).items() if k.casefold() == "group"]
-    known = {"group": given[-1]} if given else {}
-    group = decode_fields(known, {"group": "string"}, "JSApiConsumerUnpinRequest").get("group") or ""
+    group = decode_fields(doc or {}, {"group": "string"}, "JSApiConsumerUnpinRequest", strict=False).get("group") or ""
     if not group:
         raise api_error("JSInvalidJSONErr", err="consumer group not specified")
     if not _GROUP_NAME.fullmatch(group):

@@ -54,10 +54,9 @@ _FIELDS: dict[str, str] = {
 CREATE_REQUEST = {"stream_name": "string", "config": "config", "action": "action", "pedantic": "bool"}
 _RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "time.Duration": (-(1 << 63), (1 << 63) - 1),
            "uint64": (0, (1 << 64) - 1), "int64": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
-# StreamConfig's policies (their UnmarshalJSON: discard ignores case) and the types that refuse a null
+# StreamConfig's policies (their UnmarshalJSON: discard ignores case; null is refused)
 _STREAM_ENUMS = {"retention": ("limits", "interest", "workqueue"), "storage": ("memory", "file"),
                  "discard": ("old", "new"), "persist_mode": ("default", "async", "")}
-_NULL_REFUSED = ("retention", "storage", "discard", "persist_mode")
 # A Go type a field holds, for _GoDecoder: one of the names it knows ("string", "int64", "[]string",
 # "time", "any" for a type whose own rules come later, ...), or a struct: ("struct", its Go name, its
 # fields), or a slice of structs: ("[]", the slice's Go name, the element's struct).
@@ -79,11 +78,12 @@ def _raw(v: Any) -> str:
 
 
 class _GoDecoder:
-    """Go's encoding/json (as nats-server's Go build has it) with DisallowUnknownFields: every fault is
-    remembered and the first one in document order is reported."""
+    """Go's encoding/json (as nats-server's Go build has it), with DisallowUnknownFields when `strict`:
+    every fault is remembered and the first one in document order is reported."""
 
-    def __init__(self, struct: str) -> None:
+    def __init__(self, struct: str, strict: bool = True) -> None:
         self.struct = struct
+        self.strict = strict
         self.saved: JSApiError | None = None
 
     def _save(self, err: str) -> None:
@@ -99,7 +99,7 @@ class _GoDecoder:
         """The value as the Go field would hold it, or None (left at its zero value). `elem`: a slice
         element, whose errors Go words without "Go struct field"."""
         if v is None:
-            if gotype in _NULL_REFUSED or (gotype == "enum" and field != "priority_policy"):
+            if (isinstance(gotype, str) and gotype in _STREAM_ENUMS) or (gotype == "enum" and field != "priority_policy"):
                 return self._save('can not unmarshal "null"')  # their UnmarshalJSON gets null too
             if gotype == "compression":
                 return self._save("unknown compression algorithm")
@@ -181,7 +181,8 @@ class _GoDecoder:
                 name = next((n for n in fields if n.casefold() == folded), k)
                 gotype = fields.get(name)
             if gotype is None:
-                self._save(f"json: unknown field {json.dumps(k)}")
+                if self.strict:
+                    self._save(f"json: unknown field {json.dumps(k)}")
                 continue
             if gotype == "config":
                 if v is None:
@@ -197,10 +198,11 @@ class _GoDecoder:
         return out
 
 
-def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str) -> dict[str, Any]:
+def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str, strict: bool = True) -> dict[str, Any]:
     """A request struct's fields (their JSON names and Go types in `fields`) as nats-server's decoder reads
-    them (strict mode), or its JSInvalidJSONErr: the first fault in document order."""
-    d = _GoDecoder(struct)
+    them, or its JSInvalidJSONErr: the first fault in document order. Not `strict` (json.Unmarshal, which
+    a few requests are read with): keys the struct has no field for are ignored."""
+    d = _GoDecoder(struct, strict)
     out = d.struct_fields(doc, fields, "")
     if d.saved is not None:
         raise d.saved

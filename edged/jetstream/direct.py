@@ -95,8 +95,7 @@ def _get_request(data: bytes) -> dict[str, Any]:
     body = _decode(data)
     if not isinstance(body, dict):
         raise ValueError
-    known = {k: v for k, v in body.items() if k.casefold() in MSG_GET_REQUEST}
-    return {**body, **decode_fields(known, MSG_GET_REQUEST, "JSApiMsgGetRequest")}
+    return {**body, **decode_fields(body, MSG_GET_REQUEST, "JSApiMsgGetRequest", strict=False)}
 
 
 def direct_get(req: ApiRequest) -> None:

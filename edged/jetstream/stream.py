@@ -413,10 +413,14 @@ class Stream:
 
     def _refuse_batch(self, subject: str, hdr: bytes, payload: bytes) -> None:
         """An atomic batch publish (edged has none): nats-server's batch path checks these first."""
+        self._check_room(self.store.msg_size(subject, hdr, payload))
+        raise api_error("JSAtomicPublishDisabledErr")
+
+    def _check_room(self, size: int) -> None:
+        """The disk (a full one refuses file streams) and the account's JetStream limits."""
         if self.js.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
-        self.jsa.check_store(self, self.store.msg_size(subject, hdr, payload))
-        raise api_error("JSAtomicPublishDisabledErr")
+        self.jsa.check_store(self, size)
 
     def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
@@ -487,9 +491,7 @@ class Stream:
                 if rollup not in ("sub", "all"):
                     raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
         size = store.msg_size(subject, hdr, payload)
-        if self.js.store_full and self.file:
-            raise api_error("JSInsufficientResourcesErr")
-        self.jsa.check_store(self, size)
+        self._check_room(size)
         if ttl_bad:
             raise api_error("JSMessageTTLInvalidErr")
         if self.discard_new:
