@@ -101,6 +101,10 @@ class Stream(ABC):
         self.name = name
         self.config = config
         self.created_ns = created_ns
+        # created without a first sequence (0) and never purged: while it holds no sequence yet,
+        # nats-server reports first_seq 0 for such a stream, 1 once purged or created with first_seq 1
+        self.pristine = first_seq == 0
+        first_seq = first_seq or 1
         self.first_seq = first_seq
         self.last_seq = first_seq - 1
         # the messages the last limit removal (trim_*, remove_older_than) took: whoever keeps messages
@@ -409,6 +413,7 @@ class Stream(ABC):
         self.msgs = 0
         self.bytes = 0
         self.subjects.clear()
+        self.pristine = False
         self.first_seq = new_first
         if new_first - 1 > self.last_seq:
             self.last_seq = new_first - 1
@@ -558,7 +563,7 @@ class Store(ABC):
 
     @abstractmethod
     def create_stream(
-        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 1
+        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 0
     ) -> Stream: ...
 
     @abstractmethod

@@ -185,13 +185,14 @@ class MemoryStore(Store):
         self._streams.clear()
 
     def create_stream(
-        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 1
+        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 0
     ) -> MemoryStream:
+        """`first_seq` 0: not set (see Stream.pristine)."""
         key = (account, name)
         if key in self._streams:
             raise StreamExistsError(f"stream {name!r} exists")
-        if first_seq < 1:
-            raise ValueError("first_seq must be >= 1")
+        if first_seq < 0:
+            raise ValueError("first_seq must be >= 0")
         st = MemoryStream(account, name, config, time.time_ns(), first_seq)
         self._streams[key] = st
         return st

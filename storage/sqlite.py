@@ -579,6 +579,7 @@ class SQLiteStream(Stream):
             # rows written after the stream row was last updated (insert-only batches): their own ts
             self.last_ts = conn.execute("SELECT ts FROM msgs WHERE rowid = ?", (mx,)).fetchone()[0]
         self.first_seq = (mn & SEQ_MASK) if n else max(first_seq, self.last_seq + 1)
+        self.pristine = first_seq == 0 and self.last_seq == 0
         self.subjects = dict(
             conn.execute(
                 "SELECT subject, count(*) FROM msgs WHERE stream = ? GROUP BY subject", (self._sid,)
@@ -737,15 +738,15 @@ class SQLiteStore(Store):
 
     # ---- streams -------------------------------------------------------------------------------
     def create_stream(
-        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 1
+        self, name: str, config: bytes, *, account: str = DEFAULT_ACCOUNT, first_seq: int = 0
     ) -> SQLiteStream:
-        """Create a stream (durable once `durable()` resolves)."""
+        """Create a stream (durable once `durable()` resolves). `first_seq` 0: not set (see Stream.pristine)."""
         self._check()
         key = (account, name)
         if key in self._streams:
             raise StreamExistsError(f"stream {name!r} exists")
-        if not 1 <= first_seq <= SEQ_MASK:
-            raise ValueError(f"first_seq must be in [1, 2**{SEQ_BITS}]")
+        if not 0 <= first_seq <= SEQ_MASK:
+            raise ValueError(f"first_seq must be in [0, 2**{SEQ_BITS}]")
         sid = self._next_id
         if sid > MAX_STREAM_ID:
             raise StoreError("too many streams created in this store")
@@ -753,7 +754,8 @@ class SQLiteStore(Store):
         now = time.time_ns()
         st = SQLiteStream(self, sid, account, name, config, now, first_seq)
         b = self._batch()
-        b.creates.append((sid, account, name, config, now, first_seq, first_seq - 1, 0))
+        # a pristine stream's row says first_seq 0 (and last_seq 0) until a purge writes the row again
+        b.creates.append((sid, account, name, config, now, first_seq, max(first_seq - 1, 0), 0))
         self._streams[key] = st
         self._by_id[sid] = st
         return st
@@ -818,7 +820,8 @@ class SQLiteStore(Store):
             return
         self._open = None
         # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
-        b.metas = [(st.first_seq, st.last_seq, st.last_ts, sid) for sid, st in b.touched.items() if not st._dead]
+        b.metas = [(0 if st.pristine else st.first_seq, st.last_seq, st.last_ts, sid)
+                   for sid, st in b.touched.items() if not st._dead]
         self._inflight = b
         assert self._loop is not None and self._exec is not None
         inline = (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS

@@ -221,7 +221,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
     js = req.js
     store = js.store_for(cfg["storage"])
     try:
-        st = store.create_stream(name, _encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 1)
+        st = store.create_stream(name, _encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 0)
     except StreamExistsError:
         raise api_error("JSStreamNameExistErr") from None
     await store.durable()

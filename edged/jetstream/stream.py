@@ -714,8 +714,9 @@ class Stream:
 
     def state_dict(self, deleted_details: bool = False, subjects_filter: str | None = None) -> dict[str, Any]:
         st = self.store.state(deleted=deleted_details, subjects_filter=subjects_filter or None)
-        # a stream that never held a message reports first_seq 0, as nats-server does
-        first = 0 if st.last_seq == 0 and st.msgs == 0 else st.first_seq
+        # a stream created without first_seq that never held a message nor was purged reports first_seq 0,
+        # as nats-server does
+        first = 0 if self.store.pristine and st.last_seq == 0 else st.first_seq
         d: dict[str, Any] = {"messages": st.msgs, "bytes": st.bytes, "first_seq": first,
                              "first_ts": rfc3339ns(st.first_ts), "last_seq": st.last_seq,
                              "last_ts": rfc3339ns(st.last_ts)}
