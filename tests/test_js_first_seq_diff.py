@@ -41,7 +41,7 @@ async def _setup(url: str) -> list[Any]:
     nc = await nats.connect(url)
     out: list[Any] = []
     for storage in ("file", "memory"):
-        for i, (tag, extra, ops) in enumerate(CASES):
+        for tag, extra, ops in CASES:
             name = f"{storage[0].upper()}{tag}"
             cfg = {"name": name, "subjects": [f"{name}.x.>"], "storage": storage, **extra}
             r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(cfg).encode(), timeout=5)).data)

@@ -197,14 +197,9 @@ class Consumer:
         self._prefetching = False
         self._last_batch = 256  # how much a pull consumer's read-ahead reads
         self._redeliver_set: set[int] = set()
-        # the message right above the ack floor left pending unacked (max_deliver): acks do not move the
-        # floor until nothing is pending (see `_advance_floor`)
-        self._floor_stuck = False
         self._apply_config()
         if state:
             self._load_state(state)
-            below = self.afloor_c + 1  # restored: stuck if the message right above the floor left pending
-            self._floor_stuck = below <= self.dseq and all(p[0] != below for p in self.pending.values())
         else:
             self._initial_position()
         self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
@@ -360,19 +355,24 @@ class Consumer:
         self._buf.clear()
         pend = self.pending
         took = set(seqs) if seqs else ()
-        gone = [s for s in pend if s < first_seq or s in took] if pend else []
+        gone = sorted(s for s in pend if s < first_seq or s in took) if pend else []
+        explicit = self.ack == "explicit" and not purge
         for s in gone:
             dseq = pend.pop(s)[0]
             deliveries = self.rdc.pop(s, 1)
             if not purge:
+                # as an ack would (nats-server terminates each with the reason below)
                 self._terminated(dseq, s, deliveries, "Unacknowledged message was deleted")
+                if explicit:
+                    self._move_floor(dseq, s)
         if self.rdc:
             for s in [s for s in self.rdc if s < first_seq]:
                 del self.rdc[s]  # past max_deliver, now gone from the stream
         if purge and self.sseq < first_seq - 1:
             self.sseq = first_seq - 1
         if gone or (purge and self.afloor_s < first_seq - 1):
-            self._advance_floor()
+            if not explicit:
+                self._advance_floor()
             self._save()
 
     def is_acked(self, seq: int) -> bool:
@@ -1090,17 +1090,19 @@ class Consumer:
             pend = self.pending
             rdc = self.rdc
             acked = []
+            move = self._move_floor
             for subject in q:
                 seqs = _ack_seqs(subject.split("."))
                 if seqs is None:
                     continue
                 sseq = seqs[0]
-                if pend.pop(sseq, None) is not None:
+                p = pend.pop(sseq, None)
+                if p is not None:
                     acked.append(sseq)
                     if rdc:
                         rdc.pop(sseq, None)
+                    move(p[0], sseq)
             if acked:
-                self._advance_floor(True)
                 if not self._dirty:
                     self._save()
                 if self.stream.retention != "limits":
@@ -1125,7 +1127,7 @@ class Consumer:
             deliveries = rdc.pop(sseq, 1) if rdc else 1
             if sample and self.sample:
                 self._sample_ack(sseq, dseq, p, deliveries)
-            self._advance_floor(True)
+            self._move_floor(p[0], sseq)
             if not self._dirty:
                 self._save()
             if self.stream.retention != "limits":
@@ -1155,18 +1157,37 @@ class Consumer:
                 "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
                 "ack_time": time.time_ns() - p[1], "deliveries": deliveries}, kind="METRIC")
 
-    def _advance_floor(self, ack: bool = False) -> None:
-        """Move the ack floor up to just below the lowest pending sequence; amortised O(1) per ack. For
-        an `ack`, as nats-server: only an ack of the message right above the floor moves it, so while
-        that one is gone unacked (max_deliver) the floor stays until nothing is pending. The floor is
-        otherwise always just below a pending message, so that is the only case where the two differ."""
+    def _move_floor(self, dseq: int, sseq: int) -> None:
+        """nats-server's moveAckFloor, once `sseq` (delivered as `dseq`) has left pending by an ack, a
+        terminate or its removal from the stream. With nothing pending the floor is what was delivered;
+        otherwise it moves only if that was the delivery right above it, and then to just below the next
+        pending message after it. So a floor below a gap (a filtered consumer's first match further on)
+        or below a message that left unacked (max_deliver) stays put until such an ack."""
         pend = self.pending
         if not pend:
             self.afloor_s = self.sseq
             self.afloor_c = self.dseq
-            self._floor_stuck = False
-            return
-        if ack and self._floor_stuck:
+        elif dseq == self.afloor_c + 1:
+            self.afloor_c, self.afloor_s = dseq, sseq
+            last = self.sseq
+            s = sseq + 1
+            if len(pend) > 16:  # in order, the next one is usually right after
+                stop = min(last, sseq + 16)
+                while s <= stop and s not in pend:
+                    s += 1
+                if s > stop:
+                    s = min((k for k in pend if sseq < k <= last), default=0)
+            else:
+                s = min((k for k in pend if sseq < k <= last), default=0)
+            if s:
+                self.afloor_c, self.afloor_s = pend[s][0] - 1, s - 1
+
+    def _advance_floor(self) -> None:
+        """Move the ack floor up to just below the lowest pending sequence (after a purge)."""
+        pend = self.pending
+        if not pend:
+            self.afloor_s = self.sseq
+            self.afloor_c = self.dseq
             return
         s = self.afloor_s + 1
         if len(pend) < 64 or s not in pend:
@@ -1178,7 +1199,6 @@ class Consumer:
         self.afloor_s = s - 1
         p = pend.get(s)
         self.afloor_c = p[0] - 1 if p is not None else self.dseq
-        self._floor_stuck = False
 
     def _nak(self, sseq: int, dseq: int, dc: str, arg: bytes) -> None:
         """-NAK: redeliver now or, with `{"delay": ns}` or a Go duration ("1.5s"), not before that delay.
@@ -1261,8 +1281,6 @@ class Consumer:
         p = self.pending.pop(sseq, None)
         if p is None:
             return
-        if p[0] == self.afloor_c + 1:
-            self._floor_stuck = True
         self.rdc[sseq] = deliveries
         self._save()
         self.js.advisory(self.stream.jsa, f"CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}", {
