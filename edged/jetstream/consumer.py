@@ -1101,7 +1101,11 @@ class Consumer:
                     acked.append(sseq)
                     if rdc:
                         rdc.pop(sseq, None)
-                    move(p[0], sseq)
+                    if p[0] == self.afloor_c + 1 and (nxt := pend.get(sseq + 1)) is not None:
+                        # _move_floor's common case inline: acks in order, the next one pending
+                        self.afloor_c, self.afloor_s = nxt[0] - 1, sseq
+                    else:
+                        move(p[0], sseq)
             if acked:
                 if not self._dirty:
                     self._save()
