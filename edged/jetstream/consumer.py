@@ -23,7 +23,7 @@ from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns
 from edged.monitor import go_duration
-from edged.sublist import subject_matches
+from edged.sublist import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
 if TYPE_CHECKING:
@@ -345,35 +345,75 @@ class Consumer:
             self._np += 1
         self.kick()
 
-    def on_removed(self, first_seq: int, purge: bool = False, seqs: Any = ()) -> None:
-        """See Stream.notify_removed: after a purge the consumer resumes past what it removed; other
-        removals leave its position alone and settle the pending messages they took as terminated
-        (`seqs`: those removed past the stream's front)."""
+    def on_removed(self, first_seq: int, seqs: Any = ()) -> None:
+        """See Stream.notify_removed: removals other than a purge leave the position alone and settle the
+        pending messages they took as terminated (`seqs`: those removed past the stream's front)."""
+        self.forget_read_ahead()
+        pend = self.pending
+        took = set(seqs) if seqs else ()
+        gone = sorted(s for s in pend if s < first_seq or s in took) if pend else []
+        explicit = self.ack == "explicit"
+        for s in gone:
+            dseq = pend.pop(s)[0]
+            deliveries = self.rdc.pop(s, 1)
+            # as an ack would (nats-server terminates each with the reason below)
+            self._terminated(dseq, s, deliveries, "Unacknowledged message was deleted")
+            if explicit:
+                self._move_floor(dseq, s)
+        if self.rdc:
+            for s in [s for s in self.rdc if s < first_seq]:
+                del self.rdc[s]  # past max_deliver, now gone from the stream
+        if gone:
+            if not explicit:
+                self._advance_floor()
+            self._save()
+
+    def forget_read_ahead(self) -> None:
+        """Messages left the stream: what was read ahead or counted may name them."""
         if self._ackq:
             self._drain_acks()
         self._np = None
         self._buf.clear()
+
+    def purge_covers(self, subject: str | None) -> bool | None:
+        """How a purge of `subject` (None: all) concerns this consumer, as nats-server's stream purge tells
+        its consumers apart: True if the filter lies within it, False if the filter is wider (the purge
+        lies within the filter, or there is no filter), None if they are apart."""
+        if subject is None:
+            return True
+        if any(subject_is_subset(f, subject) for f in self.filters):
+            return True
+        if not self.filters or any(subject_is_subset(subject, f) for f in self.filters):
+            return False
+        return None
+
+    def purged(self, start: int, last: int, wider: bool) -> None:
+        """nats-server's consumer purge. `start`: the stream's new first sequence, or for a purge of a
+        subject the first one of that subject left (0: none, then past `last`); `wider`: the filter is
+        wider than the purged subject, so pending messages it removed go too. The position moves up to
+        `start`, the floor too with what was pending below it, the floor's delivery becoming the
+        highest of those; with nothing left pending the floor is what was delivered. What was queued
+        for redelivery is dropped (it is redelivered after ack_wait, if still pending)."""
+        self.forget_read_ahead()
+        if start == 0 and not wider:
+            start = last + 1
+        if self.sseq < start - 1:
+            self.sseq = start - 1
         pend = self.pending
-        took = set(seqs) if seqs else ()
-        gone = sorted(s for s in pend if s < first_seq or s in took) if pend else []
-        explicit = self.ack == "explicit" and not purge
-        for s in gone:
-            dseq = pend.pop(s)[0]
-            deliveries = self.rdc.pop(s, 1)
-            if not purge:
-                # as an ack would (nats-server terminates each with the reason below)
-                self._terminated(dseq, s, deliveries, "Unacknowledged message was deleted")
-                if explicit:
-                    self._move_floor(dseq, s)
-        if self.rdc:
-            for s in [s for s in self.rdc if s < first_seq]:
-                del self.rdc[s]  # past max_deliver, now gone from the stream
-        if purge and self.sseq < first_seq - 1:
-            self.sseq = first_seq - 1
-        if gone or (purge and self.afloor_s < first_seq - 1):
-            if not explicit:
-                self._advance_floor()
-            self._save()
+        if self.afloor_s < start:
+            self.afloor_s = start - 1
+            st = self.stream.store
+            for s in [s for s in pend if s < start or (wider and st.load(s) is None)]:
+                d = pend.pop(s)[0]
+                self.rdc.pop(s, None)
+                if d > self.afloor_c:
+                    self.afloor_c = d
+        if not pend:
+            self.afloor_c, self.afloor_s = self.dseq, self.sseq
+        if self.redeliver:
+            self.redeliver = deque(s for s in self.redeliver if s > self.sseq)
+            self._redeliver_set = set(self.redeliver)
+        self._save()
 
     def is_acked(self, seq: int) -> bool:
         if self._ackq:

@@ -537,12 +537,16 @@ class Stream:
                 removed += store.trim_msgs(self.max_msgs)
             if self.max_bytes > 0 and store.bytes > self.max_bytes:
                 removed += store.trim_bytes(self.max_bytes)
-        if rollup == "sub":
-            removed += store.purge(subject, keep=1)
-        elif rollup == "all":
-            removed += store.purge(None, keep=1)
         if removed:
             self.notify_removed(seq=gone, seqs=[m.seq for m in trimmed])
+        if rollup:  # the consumers are told even when nothing went, as nats-server tells them
+            if rollup == "sub":
+                lowest = store.load_next(store.first_seq, subject)
+                one = store.purge(subject, keep=1) == 1 and lowest is not None
+                self.purged(subject, lowest.seq if one else 0)  # type: ignore[union-attr]
+            else:
+                store.purge(None, keep=1)
+                self.purged(None)
         for c in self.consumers.values():
             c.on_msg(seq, subject)
         if self.republish is not None:
@@ -635,18 +639,40 @@ class Stream:
             self.notify_removed(seqs=trimmed)
         return removed
 
-    def notify_removed(self, purge: bool = False, seq: int = 0, seqs: Any = ()) -> None:
-        """Messages left the stream. A purge moves the consumers past what it removed; any other removal
-        (limits, age, a delete, retention) settles the pending messages it took as terminated, as
-        nats-server does. `seq`, `seqs`: what was removed past the stream's new front, when known
-        (everything below the front is gone anyway)."""
+    def notify_removed(self, seq: int = 0, seqs: Any = ()) -> None:
+        """Messages left the stream other than by a purge (limits, age, a delete, retention): the pending
+        ones it took are settled as terminated, as nats-server does. `seq`, `seqs`: what was removed past
+        the stream's new front, when known (everything below the front is gone anyway)."""
         first = self.store.state().first_seq if self.consumers else 0
         if seq:
             seqs = [*seqs, seq]
         for c in self.consumers.values():
             f = getattr(c, "on_removed", None)
             if f is not None:
-                f(first, purge, seqs)
+                f(first, seqs)
+
+    def purged(self, subject: str | None, one: int = 0) -> None:
+        """After a purge (the API's, or a rollup's), each consumer as nats-server's stream purge tells it:
+        one whose filter lies within the purged subject moves up to that subject's first message left
+        (past the end if none), one whose filter is wider (or that has none) to the stream's first.
+        `one`: the message a purge of a subject removed when it removed only that one; nats-server's
+        store then reports it as a single removal too, which settles it where it is still pending."""
+        if not self.consumers:
+            return
+        st = self.store
+        first, last = st.first_seq, st.last_seq
+        fseq = first
+        if subject:
+            m = st.load_next(first, subject)
+            fseq = m.seq if m is not None else 0
+        for c in self.consumers.values():
+            how = c.purge_covers(subject)
+            if how is None:
+                c.forget_read_ahead()
+            else:
+                c.purged(fseq if how else first, last, not how)
+        if one:
+            self.notify_removed(seq=one)
 
     # ------------------------------------------------------------------ upkeep
 
