@@ -10,6 +10,7 @@ so no request outlives it), some acks, one purge; the consumer's info and the pu
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -87,3 +88,38 @@ def test_purge_moves_consumers_as_nats_server() -> None:
     edged, nats_server = res["edged"], res["nats-server"]
     diffs = [(a, b) for a, b in zip(edged, nats_server, strict=True) if a != b]
     assert not diffs, diffs[:4]
+
+
+async def _deletes(url: str) -> list[Any]:
+    """A message deleted while pending: terminated, which counts as an ack; with ack_policy all, of
+    everything up to it (on an interest stream the messages below go as well)."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list[Any] = []
+    for retention, seq, policy in (("limits", 3, "all"), ("limits", 1, "all"), ("interest", 3, "all"),
+                                   ("limits", 3, "explicit"), ("limits", 5, "all"), ("interest", 4, "explicit")):
+        await js.add_stream(name="PP", subjects=["pp.*"], retention=retention)
+        cfg = {"durable_name": "C", "ack_policy": policy}
+        await nc.request("$JS.API.CONSUMER.CREATE.PP.C", json.dumps({"stream_name": "PP", "config": cfg}).encode(),
+                         timeout=5)
+        for _ in range(6):
+            await js.publish("pp.x", b"x")
+        await _fetch(nc, 5)
+        r = json.loads((await nc.request("$JS.API.STREAM.MSG.DELETE.PP", json.dumps({"seq": seq}).encode(),
+                                         timeout=5)).data)
+        # nats-server settles a removed pending message on a goroutine of its own: wait until it has
+        # (the deleted message was one of the 5 pending), at most 2 s
+        for _ in range(40):
+            info = _info(await js.consumer_info("PP", "C"))
+            if info[4] < 5:
+                break
+            await asyncio.sleep(0.05)
+        out.append((retention, seq, policy, r.get("success"), info, (await js.stream_info("PP")).state.messages))
+        await js.delete_stream("PP")
+    await nc.close()
+    return out
+
+
+def test_deleting_a_pending_message_acks_as_nats_server() -> None:
+    res = replies_of_both(_deletes, "delcons-")
+    assert res["edged"] == res["nats-server"]

@@ -353,19 +353,21 @@ class Consumer:
         took = set(seqs) if seqs else ()
         gone = sorted(s for s in pend if s < first_seq or s in took) if pend else []
         explicit = self.ack == "explicit"
-        for s in gone:
-            dseq = pend.pop(s)[0]
-            deliveries = self.rdc.pop(s, 1)
-            # as an ack would (nats-server terminates each with the reason below)
+        # as nats-server: each is terminated, which counts as an ack: with ack_policy all, one of everything
+        # up to it (the floor goes there; on an interest stream what is below goes too)
+        taken = [(s, pend[s][0], self.rdc.get(s, 1)) for s in gone]
+        for s, dseq, deliveries in taken:
             self._terminated(dseq, s, deliveries, "Unacknowledged message was deleted")
-            if explicit:
-                self._move_floor(dseq, s)
+            if not explicit and s in pend:
+                self._ack(s, dseq, sample=False)
+            if pend.pop(s, None) is not None:
+                self.rdc.pop(s, None)
+                if explicit:
+                    self._move_floor(dseq, s)
         if self.rdc:
             for s in [s for s in self.rdc if s < first_seq]:
                 del self.rdc[s]  # past max_deliver, now gone from the stream
         if gone:
-            if not explicit:
-                self._advance_floor()
             self._save()
 
     def forget_read_ahead(self) -> None:
@@ -1225,24 +1227,6 @@ class Consumer:
                 s = min((k for k in pend if sseq < k <= last), default=0)
             if s:
                 self.afloor_c, self.afloor_s = pend[s][0] - 1, s - 1
-
-    def _advance_floor(self) -> None:
-        """Move the ack floor up to just below the lowest pending sequence (after a purge)."""
-        pend = self.pending
-        if not pend:
-            self.afloor_s = self.sseq
-            self.afloor_c = self.dseq
-            return
-        s = self.afloor_s + 1
-        if len(pend) < 64 or s not in pend:
-            if len(pend) < 64:
-                s = min(pend)
-            else:
-                while s <= self.sseq and s not in pend:
-                    s += 1
-        self.afloor_s = s - 1
-        p = pend.get(s)
-        self.afloor_c = p[0] - 1 if p is not None else self.dseq
 
     def _nak(self, sseq: int, dseq: int, dc: str, arg: bytes) -> None:
         """-NAK: redeliver now or, with `{"delay": ns}` or a Go duration ("1.5s"), not before that delay.
