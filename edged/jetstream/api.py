@@ -356,10 +356,9 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     if stream.config.get("deny_purge"):
         raise api_error("JSStreamPurgeFailedF", err="stream purge not permitted")
     flt = body.get("filter") or None
-    lowest = stream.store.load_next(stream.store.first_seq, flt) if flt else None
-    purged = stream.store.purge(flt, seq=max(seq, 0), keep=max(keep, 0))
+    purged, one = stream.purge_store(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
-    stream.purged(flt, lowest.seq if lowest is not None and purged == 1 else 0)
+    stream.purged(flt, one)
     req.js.space_freed()
     return {"success": True, "purged": purged}
 

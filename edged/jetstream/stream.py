@@ -540,13 +540,8 @@ class Stream:
         if removed:
             self.notify_removed(seq=gone, seqs=[m.seq for m in trimmed])
         if rollup:  # the consumers are told even when nothing went, as nats-server tells them
-            if rollup == "sub":
-                lowest = store.load_next(store.first_seq, subject)
-                one = store.purge(subject, keep=1) == 1 and lowest is not None
-                self.purged(subject, lowest.seq if one else 0)  # type: ignore[union-attr]
-            else:
-                store.purge(None, keep=1)
-                self.purged(None)
+            target = subject if rollup == "sub" else None
+            self.purged(target, self.purge_store(target, keep=1)[1])
         for c in self.consumers.values():
             c.on_msg(seq, subject)
         if self.republish is not None:
@@ -650,6 +645,14 @@ class Stream:
             f = getattr(c, "on_removed", None)
             if f is not None:
                 f(first, seqs)
+
+    def purge_store(self, subject: str | None, seq: int = 0, keep: int = 0) -> tuple[int, int]:
+        """The store's purge: how many it took, and the one it took when that was a single message of a
+        subject (for `purged`), else 0."""
+        st = self.store
+        lowest = st.load_next(st.first_seq, subject) if subject else None
+        n = st.purge(subject, seq=seq, keep=keep)
+        return n, lowest.seq if lowest is not None and n == 1 else 0
 
     def purged(self, subject: str | None, one: int = 0) -> None:
         """After a purge (the API's, or a rollup's), each consumer as nats-server's stream purge tells it:
