@@ -56,6 +56,12 @@ def replies_of_both(scenario: Any, prefix: str) -> dict[str, list[Any]]:
     return res
 
 
+def differing(res: dict[str, list[Any]]) -> list[tuple[Any, Any]]:
+    """The (edged, nats-server) pairs of a `replies_of_both` result that differ, position by position
+    (results of different lengths raise)."""
+    return [(a, b) for a, b in zip(res["edged"], res["nats-server"], strict=True) if a != b]
+
+
 async def drain(sub: Any, wait: float = 0.3, limit: int = 200) -> list[Any]:
     """Whatever `sub` gets until it has been quiet for `wait` seconds (bounded)."""
     out = []

@@ -16,7 +16,7 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.jsutil import replies_of_both
+from tests.jsutil import differing, replies_of_both
 
 SEEDS = (1, 2, 3)
 RETENTIONS = ("limits", "workqueue", "interest")
@@ -79,7 +79,7 @@ def test_ack_floors_under_random_acks() -> None:
     res = replies_of_both(_scenario, "ackfloor-")
     edged, nats_server = res["edged"], res["nats-server"]
     assert len(edged) == len(nats_server)
-    diffs = [(a, b) for a, b in zip(edged, nats_server, strict=True) if a != b]
+    diffs = differing(res)
     assert not diffs, diffs[:6]
     # the case this is about comes up: a floor held at 0 while later deliveries are pending or acked
     assert any(len(r) == 11 and r[6] == 0 and r[5] >= 2 for r in nats_server)

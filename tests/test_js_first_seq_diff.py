@@ -12,7 +12,7 @@ from typing import Any
 
 import nats
 
-from tests.jsutil import KINDS, run
+from tests.jsutil import KINDS, differing, run
 from tests.servers import ServerProcess
 
 # (name suffix, extra config, operations before the first look)
@@ -90,7 +90,7 @@ def test_first_seq_of_streams_without_messages() -> None:
         res[kind] = got
     edged, nats_server = res["edged"], res["nats-server"]
     assert len(edged) == len(nats_server)
-    diffs = [(a, b) for a, b in zip(edged, nats_server, strict=True) if a != b]
+    diffs = differing(res)
     assert not diffs, diffs[:5]
     # the case this is about: created without first_seq, then purged
     assert ("Fpurge", "info", (0, 1, 0)) in nats_server

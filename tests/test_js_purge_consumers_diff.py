@@ -16,7 +16,7 @@ from typing import Any
 
 import nats
 
-from tests.jsutil import replies_of_both
+from tests.jsutil import differing, replies_of_both
 
 # (subjects published in order, consumer filter, fetch, indexes of the fetched to ack, purge body)
 CASES: list[tuple[str, str | None, int, list[int], dict[str, Any]]] = [
@@ -85,8 +85,7 @@ async def _scenario(url: str) -> list[Any]:
 
 def test_purge_moves_consumers_as_nats_server() -> None:
     res = replies_of_both(_scenario, "purgecons-")
-    edged, nats_server = res["edged"], res["nats-server"]
-    diffs = [(a, b) for a, b in zip(edged, nats_server, strict=True) if a != b]
+    diffs = differing(res)
     assert not diffs, diffs[:4]
 
 
