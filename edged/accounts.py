@@ -97,6 +97,10 @@ class Declined:
         return last is not None and last[0] == subject and last[1] == reply
 
 
+def _no(sub: Subscription) -> bool:
+    return False
+
+
 class InternalClient:
     """A receiver for in-process services; callbacks run inline on the event loop."""
 
@@ -110,28 +114,47 @@ class InternalClient:
         self._sid = 0
         self.subs: dict[str, tuple[Subscription, MsgCallback]] = {}
         self._passive: set[str] = set()
+        self._empties: dict[str, Callable[[Subscription, list[bytes]], None]] = {}
 
-    def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False
-                  ) -> Subscription:
+    def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False,
+                  empties: Callable[[Subscription, list[bytes]], None] | None = None) -> Subscription:
         """`passive`: the callback itself deals with `Deferred` work (runs it when it needs to); any
-        other callback only runs once the deferred work is done."""
+        other callback only runs once the deferred work is done. `empties`: takes a run of empty,
+        header-less, reply-less messages (their subjects, bytes) in one call (see `Account.route_empties`);
+        it must do exactly what `cb` would do for each in turn."""
         self._sid += 1
         sub = Subscription(self, subject, queue, str(self._sid))
         self.subs[sub.sid] = (sub, cb)
         if passive:
             self._passive.add(sub.sid)
+        if empties is not None:
+            self._empties[sub.sid] = empties
         self.account.subscribe(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         if self.subs.pop(sub.sid, None) is not None:
             self._passive.discard(sub.sid)
+            self._empties.pop(sub.sid, None)
             self.account.unsubscribe(sub)
+
+    def takes_empties(self, sub: Subscription) -> bool:
+        return sub.sid in self._empties
+
+    def deliver_empties(self, sub: Subscription, subjects: list[bytes]) -> None:
+        fn = self._empties.get(sub.sid)
+        if fn is None:
+            return
+        if Deferred.work and sub.sid not in self._passive:
+            Deferred.run()
+        sub.delivered += len(subjects)
+        fn(sub, subjects)
 
     def close(self) -> None:
         for sub, _ in list(self.subs.values()):
             self.account.unsubscribe(sub)
         self.subs.clear()
+        self._empties.clear()
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
@@ -224,6 +247,38 @@ class Account:
                 if sub.max and sub.delivered >= sub.max:
                     conn.auto_unsubscribe(sub)
         return delivered
+
+    def route_empties(self, subjects: list[bytes], origin: Any) -> None:
+        """Route empty, header-less, reply-less messages to ASCII `subjects` in order (a client's plain
+        JetStream acks). Subjects that one prefix memo of the sublist answers alike (`add_prefix`: the acks
+        to one consumer) go to their receivers as one `deliver_empties` each when every receiver takes
+        that (an in-process service that only queues them), which nothing can tell apart from message by
+        message; anything else is routed message by message."""
+        sl = self.sublist
+        route = self.route
+        i = 0
+        n = len(subjects)
+        while i < n:
+            if origin.closed:
+                return
+            sb = subjects[i]
+            subject = sb.decode()
+            psubs, qgroups = sl.match(subject)
+            prefix = sl.memo_prefix(subject) if psubs and not qgroups else None
+            if prefix is None or not all(not s.max and getattr(s.conn, "takes_empties", _no)(s) for s in psubs):
+                sl.count_repeats(-1)  # route matches it again
+                route(subject, sb, b"", None, b"", origin)
+                i += 1
+                continue
+            pb = prefix.encode()
+            j = i + 1
+            while j < n and subjects[j].startswith(pb):
+                j += 1
+            sl.count_repeats(j - i - 1)
+            run = subjects[i:j] if i or j < n else subjects
+            for s in psubs:
+                s.conn.deliver_empties(s, run)
+            i = j
 
     def route_run(self, subject: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes], origin: Any,
                   payload_bytes: int) -> None:

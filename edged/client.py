@@ -189,6 +189,10 @@ class ClientConnection(asyncio.Protocol):
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
+            elif op == 12:  # P.OP_ACKS
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_acks(ev[1])
             elif op == P.OP_SUB:
                 if self.auth_pending:
                     return self._auth_violation()
@@ -338,6 +342,20 @@ class ClientConnection(asyncio.Protocol):
         self.in_msgs += len(payloads)
         self.in_bytes += nbytes
         self.account.route_run(subject, subject_b, reply_b, payloads, self, nbytes)
+
+    def _on_acks(self, subjects: list[bytes]) -> None:
+        """A run of plain JetStream acks (empty PUBs to `$JS.ACK.…`, no reply, no headers): routed as a
+        run when nothing per message applies (+OK, pedantic checks, permissions), else one by one."""
+        acc = self.account
+        if self.verbose or self.pedantic or self.perms is not None or acc is None:
+            on_pub = self._on_pub
+            for s in subjects:
+                if self.closed:
+                    return
+                on_pub(s.decode("utf-8", "surrogateescape"), "", None, b"")
+            return
+        self.in_msgs += len(subjects)
+        acc.route_empties(subjects, self)
 
     def _on_sub(self, subject: str, queue: str | None, sid: str) -> None:
         mx = self.opts.max_subscriptions

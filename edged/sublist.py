@@ -310,6 +310,15 @@ class Sublist:
             cache[subject] = r
         return r
 
+    def memo_prefix(self, subject: str) -> str | None:
+        """The registered prefix (with its trailing dot) whose memo answered the match of `subject` just
+        made, when it did: every subject under it matches the same subscriptions until they change."""
+        last = self._last_prefix
+        if last is None or not subject.startswith(last[0]):
+            return None
+        e = last[1]
+        return last[0] if e[1] == self.inserts + self.removes and e[2] is not None else None
+
     def count_repeats(self, k: int) -> None:
         """k further matches of a subject just matched (a run of messages routed with one match): the
         statistics read as if each message had been matched."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -173,7 +174,7 @@ def test_truncated_input_yields_prefix(items, data):
 
 
 def feed_runs(data: bytes, chunks: list[int], **kw) -> list[tuple]:
-    """runs=True parsing, with each OP_PUBS spread back into the OP_PUB events it stands for."""
+    """runs=True parsing, with each OP_PUBS and OP_ACKS spread back into the OP_PUB events it stands for."""
     p = P.ClientParser(runs=True, **kw)
     evs: list[tuple] = []
     pos = 0
@@ -186,6 +187,9 @@ def feed_runs(data: bytes, chunks: list[int], **kw) -> list[tuple]:
             _, subject, reply, subject_b, reply_b, payloads = ev
             assert payloads and subject_b == subject.encode() and reply_b == reply.encode()
             out += [(P.OP_PUB, subject, reply, None, pl) for pl in payloads]
+        elif ev[0] == P.OP_ACKS:
+            assert ev[1]
+            out += [(P.OP_PUB, sb.decode(), "", None, b"") for sb in ev[1]]
         else:
             out.append(ev)
     return out
@@ -218,22 +222,49 @@ def test_runs_remembered_lines_are_not_confused():
 
 
 def test_runs_lines_that_never_repeat_are_not_remembered_for_a_while():
-    """A client whose every line is new (a consumer's acks: each names its own sequences) would only
-    fill the memo: after a memo's worth of lines found less often than remembered, new lines are
+    """A client whose every line is new (acks with a reply, say: each names its own sequences) would
+    only fill the memo: after a memo's worth of lines found less often than remembered, new lines are
     parsed plainly (OP_PUB events, the same messages) for a while, then remembered again."""
     p = P.ClientParser(runs=True)
-    acks = [b"PUB $JS.ACK.S.C.1.%d.%d.1700000000000000000.0 0\r\n\r\n" % (i, i) for i in range(6000)]
+    acks = [b"PUB $JS.ACK.S.C.1.%d.%d.1700000000000000000.0 r 0\r\n\r\n" % (i, i) for i in range(6000)]
     evs = p.feed(b"".join(acks[:300]) + b"PUB hot 1\r\nx\r\nPUB hot 1\r\nx\r\n")
     assert [e[0] for e in evs[:257]] == [P.OP_PUBS] * 257  # the one that finds the memo full, too
     assert {e[0] for e in evs[257:300]} == {P.OP_PUB}
     assert evs[300:] == [(P.OP_PUB, "hot", "", None, b"x")] * 2  # no runs meanwhile, the same messages
     evs = p.feed(b"".join(acks[300:6000]))
     assert [e[1] for e in evs] == [f"$JS.ACK.S.C.1.{i}.{i}.1700000000000000000.0" for i in range(300, 6000)]
+    assert {e[2] for e in evs} == {"r"}
     assert P.OP_PUBS in {e[0] for e in evs[4000:]}  # remembered again, to see whether they repeat now
     # a client whose lines repeat keeps its memo
     q = P.ClientParser(runs=True)
     for _ in range(40):
         assert {e[0] for e in q.feed(b"".join(b"PUB s.%d 1\r\nx\r\n" % i for i in range(200)))} == {P.OP_PUBS}
+
+
+def test_runs_plain_acks_come_as_one_event():
+    """Empty PUBs under `$JS.ACK.` with no reply (a consumer client's plain acks), with one space before
+    the size or two (nats-py), follow one another as one OP_ACKS event per spacing; anything else about
+    such a frame (a reply, a payload, lower case, a tab) is parsed the usual way."""
+    one = b"PUB $JS.ACK.S.C.1.%d.%d.17.0 0\r\n\r\n"
+    two = b"PUB $JS.ACK.S.C.1.%d.%d.17.0  0\r\n\r\n"
+    data = (b"".join(one % (i, i) for i in range(3)) + b"".join(two % (i, i) for i in range(3, 5)) + one % (5, 5)
+            + b"PUB $JS.ACK.S.C.1.6.6.17.0 r 0\r\n\r\nPUB $JS.ACK.x 1\r\n+\r\npub $JS.ACK.y 0\r\n\r\n"
+            + b"PUB $JS.ACK.z\t0\r\n\r\nPUB $JS.ACKS 0\r\n\r\nPING\r\n" + one % (7, 7))
+    evs = P.ClientParser(runs=True).feed(data)
+    subj = [b"$JS.ACK.S.C.1.%d.%d.17.0" % (i, i) for i in range(8)]
+    assert evs[:3] == [(P.OP_ACKS, subj[:3]), (P.OP_ACKS, subj[3:5]), (P.OP_ACKS, subj[5:6])]
+    assert [e[0] for e in evs[3:]] == [P.OP_PUBS, P.OP_PUBS, P.OP_PUB, P.OP_PUBS, P.OP_PUBS, P.OP_PING, P.OP_ACKS]
+    assert evs[-1] == (P.OP_ACKS, subj[7:])
+    assert P.ClientParser().feed(data)[0][0] == P.OP_PUB  # only in runs mode
+
+
+@pytest.mark.parametrize("mcl", [12, 19, 20, 64])
+def test_runs_plain_acks_keep_max_control_line(mcl):
+    # a subject one byte too long for the limit is refused as by the plain parser, with either spacing
+    for n in range(1, mcl):
+        for sp in (b" ", b"  "):
+            f = b"PUB $JS.ACK." + b"a" * n + sp + b"0\r\n\r\n"
+            assert feed_runs(f * 2, [], max_control_line=mcl) == P.ClientParser(max_control_line=mcl).feed(f * 2)
 
 
 def test_runs_error_mid_run_keeps_the_messages_before():
@@ -248,6 +279,9 @@ _pieces = st.sampled_from([
     b"PUB a 1\r\nx\r\n", b"PUB a 1\r\ny\r\n", b"PUB a 2\r\nxy\r\n", b"PUB a r 1\r\nx\r\n", b"PUB b 0\r\n\r\n",
     b"PUB  a\t1\r\nx\r\n", b"PUB a 1\nx\r\n", b"pub a 1\r\nx\r\n", b"HPUB a 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
     b"PING\r\n", b"SUB a 1\r\n", b"PUB a 1\r\nxy\r\n", b"PUB a 1\r\nx\n", b"PUB a 99\r\n", b"\r\n",
+    b"PUB $JS.ACK.s.c.1 0\r\n\r\n", b"PUB $JS.ACK.s.c.2  0\r\n\r\n", b"PUB $JS.ACK.s.d.1 0\r\n\r\n",
+    b"PUB $JS.ACK.s.c.3 r 0\r\n\r\n", b"PUB $JS.ACK.s 1\r\n+\r\n", b"PUB $JS.ACK.s.c.1 0\r\n\n",
+    b"PUB $JS.ACK.s.c.1 0\r\n", b"PUB $JS.ACK. 0\r\n\r\n", b"PUB $JS.ACK.\xc3\xa9 0\r\n\r\n",
 ])
 
 

@@ -147,6 +147,12 @@ def test_prefix_memo_matches_naive(subs, prefixes, subjs, data):
             p, q = sl.match(subj)
             assert set(p) == {o for o in live if o.queue is None and naive_match(o.subject, subj)}
             assert {o for g in q for o in g} == {o for o in live if o.queue and naive_match(o.subject, subj)}
+            mp = sl.memo_prefix(subj)
+            if mp is not None:
+                # what a run of acks is routed by: every subject under it matches as this one does
+                assert subj.startswith(mp) and mp[:-1] in prefixes
+                for other in (mp + "a", mp + "foo.b.c", mp + "x"):
+                    assert {o for o in live if naive_match(o.subject, other)} == set(p) | {o for g in q for o in g}
     for p in prefixes:
         sl.remove_prefix(p)
     assert not sl._prefix_lens and not sl._prefixes

@@ -44,6 +44,7 @@ _dec = msgspec.json.Decoder()
 
 
 U64_MAX = 2**64 - 1
+_decode = bytes.decode
 
 
 def _ack_num(tok: str) -> int:
@@ -205,7 +206,8 @@ class Consumer:
         self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
         if self.ack != "none":
             # ack_policy none takes no acks at all: an ack with a reply gets "no responders", as from nats-server
-            self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True)
+            self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True,
+                                              empties=self._on_plain_acks)
             # every ack subject is new: let the router answer them from one memo entry
             self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
@@ -1093,6 +1095,18 @@ class Consumer:
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
                                              and held >= self.max_ack_pending > len(self.pending)):
             self.kick()
+
+    def _on_plain_acks(self, sub: Any, subjects: list[bytes]) -> None:
+        """`_on_ack` for a run of plain acks (empty, no reply) routed together."""
+        if Deferred.active:
+            q = self._ackq
+            if not q:
+                Deferred.work.append(self._drain_acks)
+            q.extend(map(_decode, subjects))
+            return
+        on_ack = self._on_ack
+        for s in subjects:
+            on_ack(sub, _decode(s), "", None, b"")
 
     def _terminated(self, dseq: int, sseq: int, deliveries: int, reason: str) -> None:
         """The MSG_TERMINATED advisory (an empty reason is left out, as nats-server does)."""
