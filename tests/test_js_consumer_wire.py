@@ -56,6 +56,11 @@ SCRIPT: list[tuple[str, str, Any]] = [
                                                   "description": "x"}, "update")),
     ("api", f"{A}CONSUMER.CREATE.C.D9", cc("C", {"durable_name": "D9", "ack_policy": "explicit"}, "update")),
     ("api", f"{A}CONSUMER.CREATE.C.D9", cc("C", {"durable_name": "D9", "ack_policy": "explicit"}, "bogus")),
+    # the action as written: its error quotes the bytes, an escaped letter is another action, null is refused
+    *[("api", f"{A}CONSUMER.CREATE.C.D9",
+       '{"stream_name":"C","config":{"durable_name":"D9","ack_policy":"explicit"},' + a + "}")
+      for a in ('"action":null', '"action":"\\u0063reate"', '"action":{"a": 1}', '"action":1.5e3',
+                '"action":[ 1, 2 ]', '"Action" : "bogus"', '"action" : "update" ', '"ACTION":"Create"')],
     ("api", f"{A}CONSUMER.CREATE.C.D9", cc("C", {"durable_name": "D9", "ack_policy": "explicit"}, "")),
     # update rules
     ("api", f"{A}CONSUMER.CREATE.C.D1", cc("C", {"durable_name": "D1", "ack_policy": "none"})),

@@ -13,6 +13,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import go_kind, go_quote
 from edged.jetstream.stream import format_time, valid_asset_name
@@ -81,10 +83,24 @@ class _GoDecoder:
     """Go's encoding/json (as nats-server's Go build has it), with DisallowUnknownFields when `strict`:
     every fault is remembered and the first one in document order is reported."""
 
-    def __init__(self, struct: str, strict: bool = True) -> None:
+    def __init__(self, struct: str, strict: bool = True, raw: bytes | None = None) -> None:
         self.struct = struct
         self.strict = strict
         self.saved: JSApiError | None = None
+        self._raw = raw  # the JSON value decoded, for the top-level fields whose UnmarshalJSON sees raw bytes
+        self._raw_fields: dict[str, msgspec.Raw] | None = None
+
+    def raw_field(self, key: str) -> bytes | None:
+        """The bytes of top-level key `key`'s value as written in the body (None if unknown)."""
+        if self._raw is None:
+            return None
+        if self._raw_fields is None:
+            try:
+                self._raw_fields = _raw_fields(self._raw)
+            except msgspec.DecodeError:
+                self._raw_fields = {}
+        r = self._raw_fields.get(key)
+        return bytes(r) if r is not None else None
 
     def _save(self, err: str) -> None:
         if self.saved is None:
@@ -99,6 +115,8 @@ class _GoDecoder:
         """The value as the Go field would hold it, or None (left at its zero value). `elem`: a slice
         element, whose errors Go words without "Go struct field"."""
         if v is None:
+            if gotype == "action":  # ConsumerAction's UnmarshalJSON gets null too, and refuses it
+                return self._save("unknown consumer action: null")
             if (isinstance(gotype, str) and gotype in _STREAM_ENUMS) or (gotype == "enum" and field != "priority_policy"):
                 return self._save('can not unmarshal "null"')  # their UnmarshalJSON gets null too
             if gotype == "compression":
@@ -164,6 +182,13 @@ class _GoDecoder:
                     self.saved = e
                 return None
         if gotype == "action":
+            # ConsumerAction's UnmarshalJSON compares the value's bytes as written (an escaped letter is
+            # another action) and quotes them so in its error
+            raw = self.raw_field(path)
+            if raw is not None:
+                if raw not in (b'"create"', b'"update"', b'""'):
+                    return self._save(f"unknown consumer action: {raw.decode('utf-8', 'replace')}")
+                return raw[1:-1].decode()
             if v not in ("create", "update", ""):
                 return self._save(f"unknown consumer action: {_raw(v)}")
             return v
@@ -198,11 +223,16 @@ class _GoDecoder:
         return out
 
 
-def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str, strict: bool = True) -> dict[str, Any]:
+_raw_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def decode_fields(doc: dict[str, Any], fields: dict[str, GoType], struct: str, strict: bool = True,
+                  raw: bytes | None = None) -> dict[str, Any]:
     """A request struct's fields (their JSON names and Go types in `fields`) as nats-server's decoder reads
     them, or its JSInvalidJSONErr: the first fault in document order. Not `strict` (json.Unmarshal, which
-    a few requests are read with): keys the struct has no field for are ignored."""
-    d = _GoDecoder(struct, strict)
+    a few requests are read with): keys the struct has no field for are ignored. `raw`: the JSON text
+    `doc` was decoded from, for fields that Go reads from their bytes as written."""
+    d = _GoDecoder(struct, strict, raw)
     out = d.struct_fields(doc, fields, "")
     if d.saved is not None:
         raise d.saved

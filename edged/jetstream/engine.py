@@ -64,6 +64,11 @@ class ApiRequest:
         """The body's JSON values one after another, as nats-server's strict decoding (its default) reads
         a request struct: a malformed value is its 10025 answer, a `null` is nothing, another value than
         an object cannot go into the struct."""
+        for doc, _ in self._values(struct):
+            yield doc
+
+    def _values(self, struct: str) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """`values`, each with the text it was decoded from."""
         for v in body_values(self.data):
             if isinstance(v, str):
                 raise api_error("JSInvalidJSONErr", err=v)
@@ -76,15 +81,15 @@ class ApiRequest:
             if not isinstance(doc, dict):
                 raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of "
                                                        f"type server.{struct}")
-            yield doc
+            yield doc, v
 
     def decode(self, struct: str, types: dict[str, Any]) -> dict[str, Any]:
         """The body as nats-server reads the request struct `struct` (fields' JSON names and Go types in
         `types`): every value decoded over the ones before with Go's rules, a key the struct has no
         field for refused; the first fault is the 10025 answer. Empty = {}."""
         out: dict[str, Any] = {}
-        for doc in self.values(struct):
-            merge(out, decode_fields(doc, types, struct))
+        for doc, raw in self._values(struct):
+            merge(out, decode_fields(doc, types, struct, raw=raw))
         return out
 
 
