@@ -21,14 +21,23 @@ if TYPE_CHECKING:
 
 CRLF = P.CRLF
 
+# Reads are at most this big (nats-server's read buffer stops growing there too). A pipelining client's
+# whole window (1000 PUBs, 200 KB) read at once would be parsed, stored and committed as one block while
+# the client waits for all its acks; 64 KB slices let the commit of one overlap the parsing of the next,
+# and their acks go out as each commits. One buffer for all connections: the loop reads one socket at a
+# time and `buffer_updated` copies the bytes out before anything else runs.
+READ_SIZE = 65536
+_READ_BUF = memoryview(bytearray(READ_SIZE))
+
 
 def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
     hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
     return b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr)
 
 
-class ClientConnection(asyncio.Protocol):
-    """One NATS client. Also used for NATS-over-WebSocket through a transport shim."""
+class ClientConnection(asyncio.BufferedProtocol):
+    """One NATS client. Also used for NATS-over-WebSocket through a transport shim (which calls
+    `data_received`)."""
 
     kind = "Client"
 
@@ -137,6 +146,12 @@ class ClientConnection(asyncio.Protocol):
         self._upgrading = False
         self.tls_info = srv.tls_info_of(new)
         self.flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return _READ_BUF
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(_READ_BUF[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         if self.closed:

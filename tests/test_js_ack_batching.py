@@ -6,6 +6,7 @@ nats-server is deterministic too, edged-only where nats-server processes acks as
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import tempfile
 from typing import Any
@@ -171,3 +172,23 @@ def test_acks_then_publish_to_interest_stream_in_one_write() -> None:
         assert run(body()) == [3, 1]
     finally:
         srv.stop()
+
+
+def test_a_big_write_of_publishes_is_taken_in_slices(js_server: ServerProcess) -> None:
+    # ~1 MB in one write: 3000 publishes with replies and a 300 KB message among them; edged reads at most
+    # 64 KB at a time, so frames straddle reads. Every PubAck comes back, in order, and the big message
+    # is stored whole
+    async def body() -> list[Any]:
+        c = await Raw.connect(js_server)
+        r = await c.request("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s"]}, b"_I.c")
+        assert "error" not in r, r
+        big = bytes(range(256)) * 1200
+        frames = [_pub(b"s", b"_I.p", b"m%d" % i + b"." * (i % 300)) for i in range(3000)]
+        frames.insert(1500, _pub(b"s", b"_I.p", big))
+        c.w.write(b"".join(frames))
+        acks = [json.loads(m[3]) for m in await c.take(b"_I.p", 3001)]
+        got = await c.request("$JS.API.STREAM.MSG.GET.S", {"seq": 1501}, b"_I.g")
+        c.w.close()
+        return [[a["seq"] for a in acks] == list(range(1, 3002)), base64.b64decode(got["message"]["data"]) == big]
+
+    assert run(body()) == [True, True]
