@@ -15,19 +15,12 @@ from typing import TYPE_CHECKING, Any
 from edged import protocol as P
 from edged.accounts import Account, Declined, Deferred, Subscription
 from edged.log import TRACE, log
+from edged.reads import SlicedReads
 
 if TYPE_CHECKING:
     from edged.server import Server
 
 CRLF = P.CRLF
-
-# Reads are at most this big (nats-server's read buffer stops growing there too). A pipelining client's
-# whole window (1000 PUBs, 200 KB) read at once would be parsed, stored and committed as one block while
-# the client waits for all its acks; 64 KB slices let the commit of one overlap the parsing of the next,
-# and their acks go out as each commits. One buffer for all connections: the loop reads one socket at a
-# time and `buffer_updated` copies the bytes out before anything else runs.
-READ_SIZE = 65536
-_READ_BUF = memoryview(bytearray(READ_SIZE))
 
 
 def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
@@ -35,7 +28,7 @@ def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
     return b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr)
 
 
-class ClientConnection(asyncio.BufferedProtocol):
+class ClientConnection(SlicedReads):
     """One NATS client. Also used for NATS-over-WebSocket through a transport shim (which calls
     `data_received`)."""
 
@@ -146,12 +139,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._upgrading = False
         self.tls_info = srv.tls_info_of(new)
         self.flush()
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return _READ_BUF
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(_READ_BUF[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         if self.closed:

@@ -29,6 +29,7 @@ from edged.accounts import Account, Subscription, run_receivers
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
 from edged.protocol import CRLF, Framer, frame_run, more_of_run
+from edged.reads import SlicedReads
 from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
@@ -504,7 +505,7 @@ def _is_ip(host: str) -> bool:
 # the connection
 
 
-class LeafConnection(asyncio.Protocol):
+class LeafConnection(SlicedReads):
     """One solicited leafnode connection to the hub. A router receiver: hub interest becomes
     `Subscription(self, ...)` objects in the bound account."""
 
