@@ -319,6 +319,15 @@ class Sublist:
         e = last[1]
         return last[0] if e[1] == self.inserts + self.removes and e[2] is not None else None
 
+    def memo_parent(self, subject: str) -> str | None:
+        """The parent of `subject` (all but its last token) when the parent's memo holds (see `match`):
+        every subject of one token more under it matches the same subscriptions until they change."""
+        parent = subject.rpartition(".")[0]
+        pe = self._parents.get(parent)
+        if pe is None or pe[1] != self.inserts + self.removes or pe[2] is None:
+            return None
+        return parent
+
     def count_repeats(self, k: int) -> None:
         """k further matches of a subject just matched (a run of messages routed with one match): the
         statistics read as if each message had been matched."""

@@ -192,3 +192,43 @@ def test_a_big_write_of_publishes_is_taken_in_slices(js_server: ServerProcess) -
         return [[a["seq"] for a in acks] == list(range(1, 3002)), base64.b64decode(got["message"]["data"]) == big]
 
     assert run(body()) == [True, True]
+
+
+def test_pubacks_of_one_commit_to_inbox_subscribers(js_server: ServerProcess) -> None:
+    # 60 publishes in one write, each with its own reply under _R (one commit, 60 PubAcks): a client
+    # with `_R.*` gets them all, in order; with a literal subscription on one of them, a queue group on
+    # another, and a subscriber on a reply of two tokens more, each gets what nats-server delivers
+    async def body() -> list[Any]:
+        c = await Raw.connect(js_server)
+        r = await c.request("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s"]}, b"_I.c")
+        assert "error" not in r, r
+        c.w.write(b"SUB _R.* 2\r\n")
+        await c.ping()
+        out: list[Any] = []
+        for rnd in range(2):
+            if rnd:
+                other = await Raw.connect(js_server)
+                other.w.write(b"SUB _R.107 5\r\nSUB _R.111 q 6\r\nSUB _R.x.> 7\r\n")
+                await other.ping()
+            replies = [b"_R.%d" % (100 * rnd + i) for i in range(60)] + [b"_R.x.1.2"]
+            c.w.write(b"".join(_pub(b"s", rp, b"m") for rp in replies))
+            while sum(1 for m in c.msgs if m[0].startswith(b"_R.")) < 60:
+                await c._fill()
+            got = [(m[0], json.loads(m[3])["seq"]) for m in c.msgs if m[0].startswith(b"_R.")]
+            c.msgs.clear()
+            out.append(got)
+            if rnd:
+                await other.ping()
+                for _ in range(20):
+                    if len(other.msgs) >= 3:
+                        break
+                    await other._fill()
+                out.append(sorted((m[0], json.loads(m[3])["seq"]) for m in other.msgs))
+                other.w.close()
+        c.w.close()
+        return out
+
+    res = run(body())
+    assert res[0] == [(b"_R.%d" % i, i + 1) for i in range(60)]
+    assert res[1] == [(b"_R.%d" % (100 + i), 62 + i) for i in range(60)]
+    assert res[2] == [(b"_R.107", 69), (b"_R.111", 73), (b"_R.x.1.2", 122)]

@@ -189,6 +189,11 @@ def test_parent_memo_matches_naive(subs, parents, later, data):
                 p, q = sl.match(subj)
                 assert set(p) == {o for o in live if o.queue is None and naive_match(o.subject, subj)}, subj
                 assert {o for g in q for o in g} == {o for o in live if o.queue and naive_match(o.subject, subj)}
+                if sl.memo_parent(subj) is not None:
+                    # what PubAcks of one commit are framed by: every child matches as this one does
+                    assert sl.memo_parent(subj) == par
+                    for other in (f"{par}.zz", f"{par}.n99"):
+                        assert {o for o in live if naive_match(o.subject, other)} == set(p) | {o for g in q for o in g}
 
 
 def test_parent_memo_keeps_reply_subjects_out_of_the_cache():
@@ -204,3 +209,4 @@ def test_parent_memo_keeps_reply_subjects_out_of_the_cache():
     sl.insert(lit)  # now one child is told apart
     assert set(sl.match("_INBOX.abc.7")[0]) == {inbox, lit}
     assert sl.match("_INBOX.abc.8") == ((inbox,), ())
+    assert sl.memo_parent("_INBOX.abc.8") is None  # until the parent is memoized again
