@@ -1230,14 +1230,10 @@ class Consumer:
         elif dseq == self.afloor_c + 1:
             self.afloor_c, self.afloor_s = dseq, sseq
             last = self.sseq
-            s = sseq + 1
+            s = 0
             if len(pend) > 16:  # in order, the next one is usually right after
-                stop = min(last, sseq + 16)
-                while s <= stop and s not in pend:
-                    s += 1
-                if s > stop:
-                    s = min((k for k in pend if sseq < k <= last), default=0)
-            else:
+                s = next((k for k in range(sseq + 1, min(last, sseq + 16) + 1) if k in pend), 0)
+            if not s:
                 s = min((k for k in pend if sseq < k <= last), default=0)
             if s:
                 self.afloor_c, self.afloor_s = pend[s][0] - 1, s - 1

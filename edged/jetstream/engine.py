@@ -60,15 +60,10 @@ class ApiRequest:
         self.subject, self.tokens, self.reply, self.hdr, self.data = subject, tokens, reply, hdr, data
         self.client_info = None
 
-    def values(self, struct: str) -> Iterator[dict[str, Any]]:
-        """The body's JSON values one after another, as nats-server's strict decoding (its default) reads
-        a request struct: a malformed value is its 10025 answer, a `null` is nothing, another value than
-        an object cannot go into the struct."""
-        for doc, _ in self._values(struct):
-            yield doc
-
-    def _values(self, struct: str) -> Iterator[tuple[dict[str, Any], bytes]]:
-        """`values`, each with the text it was decoded from."""
+    def values(self, struct: str) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """The body's JSON values one after another, each with the text it was decoded from, as
+        nats-server's strict decoding (its default) reads a request struct: a malformed value is its 10025
+        answer, a `null` is nothing, another value than an object cannot go into the struct."""
         for v in body_values(self.data):
             if isinstance(v, str):
                 raise api_error("JSInvalidJSONErr", err=v)
@@ -88,7 +83,7 @@ class ApiRequest:
         `types`): every value decoded over the ones before with Go's rules, a key the struct has no
         field for refused; the first fault is the 10025 answer. Empty = {}."""
         out: dict[str, Any] = {}
-        for doc, raw in self._values(struct):
+        for doc, raw in self.values(struct):
             merge(out, decode_fields(doc, types, struct, raw=raw))
         return out
 
@@ -175,6 +170,7 @@ class JetStream:
         self.config = cfg
         self.enabled = True
         self.domain = cfg.domain
+        self._domain_field = b',"domain":"%s"' % cfg.domain.encode() if cfg.domain else b""  # in PubAcks
         base = cfg.store_dir or os.path.join(tempfile.gettempdir(), "nats")
         # like nats-server, the store lives in a `jetstream` directory inside store_dir
         self.store_dir = os.path.abspath(os.path.join(base, "jetstream"))
@@ -603,14 +599,13 @@ class JetStream:
     def send_json(self, jsa: JSAccount, reply: str, body: dict[str, Any]) -> None:
         jsa.internal.publish(reply, _encode(body))
 
+    def puback(self, stream: str, seq: int, duplicate: bool = False) -> bytes:
+        """A PubAck's JSON, hand-built: this is the hottest response; same bytes as nats-server's encoder."""
+        return b'{"stream":"%s","seq":%d%s%s}' % (stream.encode(), seq, self._domain_field,
+                                                 b',"duplicate":true' if duplicate else b"")
+
     def send_ack(self, jsa: JSAccount, reply: str, stream: str, seq: int, duplicate: bool = False) -> None:
-        # hand-built: this is the hottest response; same bytes as nats-server's encoder
-        b = b'{"stream":"%s","seq":%d' % (stream.encode(), seq)
-        if self.domain:
-            b += b',"domain":"%s"' % self.domain.encode()
-        if duplicate:
-            b += b',"duplicate":true'
-        jsa.internal.publish(reply, b + b"}")
+        jsa.internal.publish(reply, self.puback(stream, seq, duplicate))
 
     def ack_after(self, committed: Any, jsa: JSAccount, reply: str, stream: str, seq: int) -> None:
         """Send this PubAck once `committed` (a group-commit batch) resolves. One callback per batch,
@@ -654,7 +649,7 @@ class JetStream:
         and that go to one plain client subscription (a client's response inbox, `_INBOX.<id>.<n>`) are
         framed here and handed to the connection in one go: the same bytes as `send_ack` publishing each,
         without a route per ack. Anything else is published one by one."""
-        dom = b',"domain":"%s"' % self.domain.encode() if self.domain else b""
+        puback = self.puback
         i = 0
         n = len(acks)
         while i < n:
@@ -681,7 +676,7 @@ class JetStream:
                 r = a[1]
                 if a[0] is not jsa or not r.startswith(under) or r.find(".", k) >= 0:
                     break
-                body = b'{"stream":"%s","seq":%d%s}' % (a[2].encode(), a[3], dom)
+                body = puback(a[2], a[3])
                 f = b"MSG %s %s %d\r\n%s\r\n" % (r.encode("utf-8", "surrogateescape"), sid, len(body), body)
                 frames.append(f)
                 size += len(body)
