@@ -115,9 +115,12 @@ class InternalClient:
         self.subs: dict[str, tuple[Subscription, MsgCallback]] = {}
         self._passive: set[str] = set()
         self._empties: dict[str, Callable[[Subscription, list[bytes]], None]] = {}
+        self._replies: dict[str, Callable[[Subscription, str, list[bytes], list[bytes]], None]] = {}
 
     def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False,
-                  empties: Callable[[Subscription, list[bytes]], None] | None = None) -> Subscription:
+                  empties: Callable[[Subscription, list[bytes]], None] | None = None,
+                  replies: Callable[[Subscription, str, list[bytes], list[bytes]], None] | None = None,
+                  ) -> Subscription:
         """`passive`: the callback itself deals with `Deferred` work (runs it when it needs to); any
         other callback only runs once the deferred work is done. `empties`: takes a run of empty,
         header-less, reply-less messages (their subjects, bytes) in one call (see `Account.route_empties`);
@@ -129,6 +132,8 @@ class InternalClient:
             self._passive.add(sub.sid)
         if empties is not None:
             self._empties[sub.sid] = empties
+        if replies is not None:
+            self._replies[sub.sid] = replies
         self.account.subscribe(sub)
         return sub
 
@@ -136,6 +141,7 @@ class InternalClient:
         if self.subs.pop(sub.sid, None) is not None:
             self._passive.discard(sub.sid)
             self._empties.pop(sub.sid, None)
+            self._replies.pop(sub.sid, None)
             self.account.unsubscribe(sub)
 
     def takes_empties(self, sub: Subscription) -> bool:
@@ -150,11 +156,24 @@ class InternalClient:
         sub.delivered += len(subjects)
         fn(sub, subjects)
 
+    def takes_replies(self, sub: Subscription) -> bool:
+        return sub.sid in self._replies
+
+    def deliver_replies(self, sub: Subscription, subject: str, replies: list[bytes], payloads: list[bytes]) -> None:
+        fn = self._replies.get(sub.sid)
+        if fn is None:
+            return
+        if Deferred.work and sub.sid not in self._passive:
+            Deferred.run()
+        sub.delivered += len(payloads)
+        fn(sub, subject, replies, payloads)
+
     def close(self) -> None:
         for sub, _ in list(self.subs.values()):
             self.account.unsubscribe(sub)
         self.subs.clear()
         self._empties.clear()
+        self._replies.clear()
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
@@ -279,6 +298,25 @@ class Account:
             for s in psubs:
                 s.conn.deliver_empties(s, run)
             i = j
+
+    def route_replies(self, subject: str, subject_b: bytes, replies: list[bytes], payloads: list[bytes],
+                      origin: Any) -> bool:
+        """Route header-less messages to one subject, each with its own reply, as one call when their only
+        receiver is an in-process service that takes such runs (`InternalClient.takes_replies`: a stream),
+        which nothing can tell apart from message by message. False, having delivered nothing, otherwise."""
+        sl = self.sublist
+        psubs, qgroups = sl.match(subject)
+        if qgroups or len(psubs) != 1:
+            sl.count_repeats(-1)  # routed message by message, each matching again
+            return False
+        sub = psubs[0]
+        conn = sub.conn
+        if sub.max or sub.closed or (conn is origin and not origin.echo) or not getattr(conn, "takes_replies", _no)(sub):
+            sl.count_repeats(-1)
+            return False
+        sl.count_repeats(len(payloads) - 1)
+        conn.deliver_replies(sub, subject, replies, payloads)
+        return True
 
     def route_run(self, subject: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes], origin: Any,
                   payload_bytes: int) -> None:

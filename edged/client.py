@@ -191,6 +191,10 @@ class ClientConnection(SlicedReads):
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
+            elif op == 13:  # P.OP_PUBR: header-less PUBs to one subject, each with its own reply
+                if self.auth_pending:
+                    return self._auth_violation()
+                self._on_pubr(ev[1], ev[2], ev[3], ev[4])
             elif op == 12:  # P.OP_ACKS
                 if self.auth_pending:
                     return self._auth_violation()
@@ -344,6 +348,29 @@ class ClientConnection(SlicedReads):
         self.in_msgs += len(payloads)
         self.in_bytes += nbytes
         self.account.route_run(subject, subject_b, reply_b, payloads, self, nbytes)
+
+    def _on_pubr(self, subject: str, subject_b: bytes, replies: list[bytes], payloads: list[bytes]) -> None:
+        """A run of header-less PUBs to one subject, each with a reply of its own (a JetStream publisher's
+        pipelined requests): checked and routed once when the one receiver takes such runs (a stream),
+        else message by message."""
+        perms = self.perms
+        acc = self.account
+        if (
+            len(payloads) == 1
+            or self.verbose
+            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (perms is not None and not perms.publish_allowed_outright(subject))
+            or acc is None
+            or not acc.route_replies(subject, subject_b, replies, payloads, self)
+        ):
+            on_pub = self._on_pub
+            for i, payload in enumerate(payloads):
+                if self.closed:
+                    return
+                on_pub(subject, replies[i].decode("utf-8", "surrogateescape"), None, payload)
+            return
+        self.in_msgs += len(payloads)
+        self.in_bytes += sum(map(len, payloads))
 
     def _on_acks(self, subjects: list[bytes]) -> None:
         """A run of plain JetStream acks (empty PUBs to `$JS.ACK.…`, no reply, no headers): routed as a

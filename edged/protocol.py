@@ -34,6 +34,9 @@ OP_PUBS = 11
 # (OP_ACKS, [subject_b, ...]): consecutive PUBs under `$JS.ACK.` with no reply, no headers and an empty payload
 # (a JetStream client's plain acks, each to a subject of its own), only from a parser made with runs=True
 OP_ACKS = 12
+# (OP_PUBR, subject, subject_b, [reply_b, ...], [payload, ...]): consecutive header-less PUBs with one subject,
+# each with a reply of its own (a JetStream publisher's requests), only from a parser made with runs=True
+OP_PUBR = 13
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
@@ -284,10 +287,8 @@ class ClientParser(Framer):
                 args = buf[pos + 4 : end].split()
                 na = len(args)
                 if na == 2:
-                    reply = ""
                     sz = args[1]
                 elif na == 3:
-                    reply = args[1].decode("utf-8", "surrogateescape")
                     sz = args[2]
                 else:
                     return self._fail(events, None)
@@ -306,7 +307,20 @@ class ClientParser(Framer):
                     return events
                 if buf[stop] != 13 or buf[stop + 1] != 10:
                     return self._fail(events, ERR_UNKNOWN_OP)
-                append((OP_PUB, args[0].decode("utf-8", "surrogateescape"), reply, None, buf[start:stop]))
+                if runs and na == 3:
+                    # lines that never repeat (each request its own reply): a run keyed on the subject
+                    subject_b = args[0]
+                    if events and events[-1] is run and run[0] == OP_PUBR and run[2] == subject_b:
+                        run[3].append(args[1])
+                        run[4].append(buf[start:stop])
+                    else:
+                        run = (OP_PUBR, subject_b.decode("utf-8", "surrogateescape"), subject_b, [args[1]],
+                               [buf[start:stop]])
+                        append(run)
+                    pos = stop + 2
+                    continue
+                append((OP_PUB, args[0].decode("utf-8", "surrogateescape"),
+                        args[1].decode("utf-8", "surrogateescape") if na == 3 else "", None, buf[start:stop]))
                 pos = stop + 2
                 continue
             line = buf[pos:end]

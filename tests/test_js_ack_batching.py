@@ -81,6 +81,15 @@ class Raw:
             self.msgs.remove(m)
         return got
 
+    async def take_prefix(self, prefix: bytes, n: int) -> list[tuple[bytes, bytes, bytes, bytes]]:
+        """The first n messages delivered to subjects starting with `prefix`, in the order they came."""
+        while sum(1 for m in self.msgs if m[0].startswith(prefix)) < n:
+            await self._fill()
+        got = [m for m in self.msgs if m[0].startswith(prefix)][:n]
+        ids = {id(m) for m in got}
+        self.msgs = [m for m in self.msgs if id(m) not in ids]
+        return got
+
     async def request(self, subject: str, body: Any, inbox: bytes) -> Any:
         data = json.dumps(body).encode() if not isinstance(body, bytes) else body
         self.w.write(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), inbox, len(data), data))

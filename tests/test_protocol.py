@@ -173,26 +173,35 @@ def test_truncated_input_yields_prefix(items, data):
 # ---------------------------------------------------------------- runs=True: PUBs grouped by subject
 
 
-def feed_runs(data: bytes, chunks: list[int], **kw) -> list[tuple]:
-    """runs=True parsing, with each OP_PUBS and OP_ACKS spread back into the OP_PUB events it stands for."""
-    p = P.ClientParser(runs=True, **kw)
-    evs: list[tuple] = []
-    pos = 0
-    for n in [*chunks, len(data)]:
-        evs += p.feed(data[pos : pos + n])
-        pos += n
+def spread(evs: list[tuple]) -> list[tuple]:
+    """Each OP_PUBS, OP_PUBR and OP_ACKS event spread back into the OP_PUB events it stands for."""
     out: list[tuple] = []
     for ev in evs:
         if ev[0] == P.OP_PUBS:
             _, subject, reply, subject_b, reply_b, payloads = ev
             assert payloads and subject_b == subject.encode() and reply_b == reply.encode()
             out += [(P.OP_PUB, subject, reply, None, pl) for pl in payloads]
+        elif ev[0] == P.OP_PUBR:
+            _, subject, subject_b, replies, payloads = ev
+            assert payloads and len(replies) == len(payloads) and subject_b == subject.encode()
+            out += [(P.OP_PUB, subject, rb.decode(), None, pl) for rb, pl in zip(replies, payloads, strict=True)]
         elif ev[0] == P.OP_ACKS:
             assert ev[1]
             out += [(P.OP_PUB, sb.decode(), "", None, b"") for sb in ev[1]]
         else:
             out.append(ev)
     return out
+
+
+def feed_runs(data: bytes, chunks: list[int], parser: P.ClientParser | None = None, **kw) -> list[tuple]:
+    """runs=True parsing (by `parser` if given), spread back into plain events."""
+    p = parser or P.ClientParser(runs=True, **kw)
+    evs: list[tuple] = []
+    pos = 0
+    for n in [*chunks, len(data)]:
+        evs += p.feed(data[pos : pos + n])
+        pos += n
+    return spread(evs)
 
 
 def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
@@ -224,17 +233,19 @@ def test_runs_remembered_lines_are_not_confused():
 def test_runs_lines_that_never_repeat_are_not_remembered_for_a_while():
     """A client whose every line is new (acks with a reply, say: each names its own sequences) would
     only fill the memo: after a memo's worth of lines found less often than remembered, new lines are
-    parsed plainly (OP_PUB events, the same messages) for a while, then remembered again."""
+    parsed plainly (OP_PUB events, the same messages; with a reply, OP_PUBR runs by subject) for a while,
+    then remembered again."""
     p = P.ClientParser(runs=True)
     acks = [b"PUB $JS.ACK.S.C.1.%d.%d.1700000000000000000.0 r 0\r\n\r\n" % (i, i) for i in range(6000)]
     evs = p.feed(b"".join(acks[:300]) + b"PUB hot 1\r\nx\r\nPUB hot 1\r\nx\r\n")
     assert [e[0] for e in evs[:257]] == [P.OP_PUBS] * 257  # the one that finds the memo full, too
-    assert {e[0] for e in evs[257:300]} == {P.OP_PUB}
+    assert {e[0] for e in evs[257:300]} == {P.OP_PUBR}  # one subject each: runs of one
     assert evs[300:] == [(P.OP_PUB, "hot", "", None, b"x")] * 2  # no runs meanwhile, the same messages
-    evs = p.feed(b"".join(acks[300:6000]))
+    raw = p.feed(b"".join(acks[300:6000]))
+    evs = spread(raw)
     assert [e[1] for e in evs] == [f"$JS.ACK.S.C.1.{i}.{i}.1700000000000000000.0" for i in range(300, 6000)]
     assert {e[2] for e in evs} == {"r"}
-    assert P.OP_PUBS in {e[0] for e in evs[4000:]}  # remembered again, to see whether they repeat now
+    assert P.OP_PUBS in {e[0] for e in raw[4000:]}  # remembered again, to see whether they repeat now
     # a client whose lines repeat keeps its memo
     q = P.ClientParser(runs=True)
     for _ in range(40):
@@ -290,6 +301,47 @@ _pieces = st.sampled_from([
 def test_runs_give_the_same_messages_however_split(pieces, chunks):
     data = b"".join(pieces)
     assert feed_runs(data, chunks, max_payload=50) == feed_all(data, chunks, max_payload=50)
+
+
+def _cold_parser(**kw) -> P.ClientParser:
+    """A runs parser that has seen a memo's worth of lines that never repeat (a JetStream publisher's
+    requests): it parses plainly for a while, grouping requests to one subject into OP_PUBR runs."""
+    p = P.ClientParser(runs=True, **kw)
+    p.feed(b"".join(b"PUB w.%d r 0\r\n\r\n" % i for i in range(300)))
+    return p
+
+
+def test_runs_of_requests_group_by_subject():
+    data = (b"PUB s _I.1 1\r\na\r\nPUB s _I.2 2\r\nbb\r\nPUB s\t_I.3  0\r\n\r\nPUB t _I.4 1\r\nc\r\n"
+            b"PUB t 1\r\nd\r\nPUB t _I.5 1\r\ne\r\nHPUB t _I.6 12 12\r\nNATS/1.0\r\n\r\n\r\nPUB t _I.7 0\r\n\r\n"
+            b"PING\r\nPUB t _I.8 0\r\n\r\n")
+    assert _cold_parser().feed(data) == [
+        (P.OP_PUBR, "s", b"s", [b"_I.1", b"_I.2", b"_I.3"], [b"a", b"bb", b""]),
+        (P.OP_PUBR, "t", b"t", [b"_I.4"], [b"c"]),
+        (P.OP_PUB, "t", "", None, b"d"),  # no reply: never part of a run of requests
+        (P.OP_PUBR, "t", b"t", [b"_I.5"], [b"e"]),
+        (P.OP_PUB, "t", "_I.6", b"NATS/1.0\r\n\r\n", b""),
+        (P.OP_PUBR, "t", b"t", [b"_I.7"], [b""]),
+        (P.OP_PING,),
+        (P.OP_PUBR, "t", b"t", [b"_I.8"], [b""]),
+    ]
+    assert [e[0] for e in P.ClientParser().feed(data)].count(P.OP_PUBR) == 0  # only in runs mode
+
+
+_requests = st.sampled_from([
+    b"PUB a r1 1\r\nx\r\n", b"PUB a r2 1\r\ny\r\n", b"PUB a r3 0\r\n\r\n", b"PUB b r1 1\r\nx\r\n",
+    b"PUB a\tr4 1\r\nx\r\n", b"PUB a r5 2\r\nx\r\n", b"PUB a r 1 x\r\n", b"PUB a 1\r\nx\r\n",
+    b"HPUB a r6 12 13\r\nNATS/1.0\r\n\r\nx\r\n", b"PING\r\n", b"PUB a r7 99\r\n", b"PUB \xc3\xa9 r\xc3\xa9 1\r\nx\r\n",
+    b"PUB $JS.ACK.s.c.1 0\r\n\r\n", b"PUB a r8 1\r\nx\n",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_requests, max_size=30), st.lists(st.integers(1, 40), max_size=12))
+def test_runs_of_requests_give_the_same_messages_however_split(pieces, chunks):
+    data = b"".join(pieces)
+    got = feed_runs(data, chunks, parser=_cold_parser(max_payload=50))
+    assert got == feed_all(data, chunks, max_payload=50)
 
 
 @settings(max_examples=300, deadline=None)

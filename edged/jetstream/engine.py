@@ -607,9 +607,21 @@ class JetStream:
     def send_ack(self, jsa: JSAccount, reply: str, stream: str, seq: int, duplicate: bool = False) -> None:
         jsa.internal.publish(reply, self.puback(stream, seq, duplicate))
 
-    def ack_after(self, committed: Any, jsa: JSAccount, reply: str, stream: str, seq: int) -> None:
+    def reply_in_order(self, jsa: JSAccount, reply: str, body: bytes | dict[str, Any], committed: Any) -> None:
+        """The reply to a publish that stored nothing (refused, or a duplicate), sent after the PubAcks
+        that still wait for `committed` (the store's pending commits): nats-server answers a stream's
+        publishes in the order they came."""
+        if isinstance(body, dict):
+            body = _encode(body)
+        if getattr(committed, "done", None) is None or committed.done():
+            jsa.internal.publish(reply, body)
+        else:
+            self.ack_after(committed, jsa, reply, None, body)
+
+    def ack_after(self, committed: Any, jsa: JSAccount, reply: str, stream: str | None, seq: Any) -> None:
         """Send this PubAck once `committed` (a group-commit batch) resolves. One callback per batch,
-        not per message, and one socket flush for all the acks of the batch."""
+        not per message, and one socket flush for all the acks of the batch. With `stream` None, `seq`
+        is a reply's whole body, sent as it is (see `reply_in_order`)."""
         acks = self._batch_acks.get(committed)
         if acks is None:
             acks = self._batch_acks[committed] = []
@@ -629,22 +641,28 @@ class JetStream:
         if acks is not None:
             self._send_acks(acks, f.exception() if not f.cancelled() else StoreError("cancelled"))
 
-    def _send_acks(self, acks: list[tuple[JSAccount, str, str, int]], exc: BaseException | None) -> None:
+    def _send_acks(self, acks: list[tuple[JSAccount, str, str | None, Any]], exc: BaseException | None) -> None:
         if isinstance(exc, StoreFullError):
             self.note_store_full()
         if exc is not None:
-            for jsa, reply, stream, _ in acks:
-                self.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
-                                            "stream": stream, "seq": 0})
+            for jsa, reply, stream, x in acks:
+                if stream is None:
+                    jsa.internal.publish(reply, x)
+                else:
+                    self.send_json(jsa, reply, {"error": api_error("JSStreamStoreFailedF", err=str(exc)).to_dict(),
+                                                "stream": stream, "seq": 0})
         elif len(acks) == 1:
             jsa, reply, stream, seq = acks[0]
-            self.send_ack(jsa, reply, stream, seq)
-            self.spin()
+            if stream is None:
+                jsa.internal.publish(reply, seq)
+            else:
+                self.send_ack(jsa, reply, stream, seq)
+                self.spin()
         else:
             self._send_ack_run(acks)
         self.server.flush_now()
 
-    def _send_ack_run(self, acks: list[tuple[JSAccount, str, str, int]]) -> None:
+    def _send_ack_run(self, acks: list[tuple[JSAccount, str, str | None, Any]]) -> None:
         """The PubAcks of one commit. Those to replies under one parent that the sublist answers alike
         and that go to one plain client subscription (a client's response inbox, `_INBOX.<id>.<n>`) are
         framed here and handed to the connection in one go: the same bytes as `send_ack` publishing each,
@@ -654,6 +672,10 @@ class JetStream:
         n = len(acks)
         while i < n:
             jsa, reply, stream, seq = acks[i]
+            if stream is None:  # a reply of reply_in_order
+                jsa.internal.publish(reply, seq)
+                i += 1
+                continue
             sl = jsa.account.sublist
             psubs, qgroups = sl.match(reply)
             parent = sl.memo_parent(reply) if len(psubs) == 1 and not qgroups else None
@@ -674,7 +696,7 @@ class JetStream:
             while j < n:
                 a = acks[j]
                 r = a[1]
-                if a[0] is not jsa or not r.startswith(under) or r.find(".", k) >= 0:
+                if a[0] is not jsa or a[2] is None or not r.startswith(under) or r.find(".", k) >= 0:
                     break
                 body = puback(a[2], a[3])
                 f = b"MSG %s %s %d\r\n%s\r\n" % (r.encode("utf-8", "surrogateescape"), sid, len(body), body)

@@ -376,7 +376,7 @@ class Stream:
     def subscribe(self) -> None:
         ic = self.jsa.internal
         for s in self.config["subjects"]:
-            self.subs.append(ic.subscribe(s, self._on_msg))
+            self.subs.append(ic.subscribe(s, self._on_msg, replies=self._on_msgs))
 
     def unsubscribe(self) -> None:
         ic = self.jsa.internal
@@ -392,8 +392,24 @@ class Stream:
         try:
             self.process(subj, rep, hdr, payload)
         except JSApiError as e:
-            if rep and not self.no_ack:
-                self.js.send_json(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0})
+            self._refused(rep, e)
+
+    def _on_msgs(self, sub: Any, subj: str, replies: list[bytes], payloads: list[bytes]) -> None:
+        """Header-less messages to one subject, each with its own reply: `_on_msg` for each in turn."""
+        process = self.process
+        for i, payload in enumerate(payloads):
+            if self.closed:
+                return
+            rep = replies[i].decode("utf-8", "surrogateescape")
+            try:
+                process(subj, rep, None, payload)
+            except JSApiError as e:
+                self._refused(rep, e)
+
+    def _refused(self, rep: str, e: JSApiError) -> None:
+        if rep and not self.no_ack:
+            self.js.reply_in_order(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0},
+                                   self.store.durable())
 
     def _discard_new(self, subject: str, size: int, rollup: bool) -> None:
         """`discard: new` as nats-server's store applies it: a subject at its per-subject limit refuses
@@ -479,7 +495,8 @@ class Stream:
                 prev = self.dedupe.get(msg_id)
                 if prev is not None and time.time_ns() - prev[1] < self.dup_window:
                     if reply and not self.no_ack:
-                        self.js.send_ack(self.jsa, reply, self.name, prev[0], duplicate=True)
+                        self.js.reply_in_order(self.jsa, reply, self.js.puback(self.name, prev[0], True),
+                                               store.durable())
                     return
             elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
             if elmi and elmi != self.last_msg_id:
