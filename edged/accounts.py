@@ -149,24 +149,25 @@ class InternalClient:
 
     def deliver_empties(self, sub: Subscription, subjects: list[bytes]) -> None:
         fn = self._empties.get(sub.sid)
-        if fn is None:
-            return
-        if Deferred.work and sub.sid not in self._passive:
-            Deferred.run()
-        sub.delivered += len(subjects)
-        fn(sub, subjects)
+        if fn is not None:
+            self._delivering(sub, len(subjects))
+            fn(sub, subjects)
 
     def takes_replies(self, sub: Subscription) -> bool:
         return sub.sid in self._replies
 
     def deliver_replies(self, sub: Subscription, subject: str, replies: list[bytes], payloads: list[bytes]) -> None:
         fn = self._replies.get(sub.sid)
-        if fn is None:
-            return
+        if fn is not None:
+            self._delivering(sub, len(payloads))
+            fn(sub, subject, replies, payloads)
+
+    def _delivering(self, sub: Subscription, n: int) -> None:
+        """Before `n` messages reach `sub`'s callback: the deferred work first (unless the callback is
+        passive), and the count."""
         if Deferred.work and sub.sid not in self._passive:
             Deferred.run()
-        sub.delivered += len(payloads)
-        fn(sub, subject, replies, payloads)
+        sub.delivered += n
 
     def close(self) -> None:
         for sub, _ in list(self.subs.values()):
@@ -190,9 +191,7 @@ class InternalClient:
         entry = self.subs.get(sub.sid)
         if entry is None:
             return
-        if Deferred.work and sub.sid not in self._passive:
-            Deferred.run()
-        sub.delivered += 1
+        self._delivering(sub, 1)
         entry[1](sub, subject.decode("utf-8", "surrogateescape"),
                  reply.decode("utf-8", "surrogateescape") if reply else "", hdr, payload)
 

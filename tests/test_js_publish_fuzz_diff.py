@@ -15,6 +15,8 @@ from typing import Any
 import nats
 
 from tests.jsutil import replies_of_both
+from tests.test_js_ack_batching import _pub
+from tests.test_js_publish_runs import _connect, _hpub, _reply
 
 HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
            "Nats-Expected-Last-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Expected-Last-Subject-Sequence-Subject",
@@ -24,6 +26,12 @@ VALUES = ["", "1", "0", "00", "2", "-1", "x", "S", "T", "sub", "SUB", "all", "1s
           "99999999999999999999", "1h", "p.a", "p.*", "0.5s", "99999999999h", "purge", "+5", "@every 1s"]
 SUBJECTS = ["p.a", "p.b", "p.c", "q.a", "r.a"]
 SEEDS, COUNT = (1, 2, 3), 150
+# one that allows rollups and TTLs, one that allows neither, one with a small max_msg_size (some headers fit)
+STREAMS: list[dict[str, Any]] = [
+    {"name": "S", "subjects": ["p.>"], "allow_rollup_hdrs": True, "allow_msg_ttl": True, "max_msgs_per_subject": 5},
+    {"name": "T", "subjects": ["q.>"], "deny_purge": True},
+    {"name": "M", "subjects": ["r.>"], "max_msg_size": 60, "allow_msg_ttl": True},
+]
 
 
 def _cases(seed: int) -> list[tuple[str, dict[str, str], bytes]]:
@@ -40,10 +48,8 @@ async def _scenario(url: str) -> list[Any]:
     js = nc.jetstream()
     out: list[Any] = []
     for seed in SEEDS:
-        await js.add_stream(name="S", subjects=["p.>"], allow_rollup_hdrs=True, allow_msg_ttl=True,
-                            max_msgs_per_subject=5)
-        await js.add_stream(name="T", subjects=["q.>"], deny_purge=True)
-        await js.add_stream(name="M", subjects=["r.>"], max_msg_size=60, allow_msg_ttl=True)  # some headers fit
+        for cfg in STREAMS:
+            await js.add_stream(**cfg)
         for subject, hdrs, data in _cases(seed):
             r = await nc.request(subject, data, timeout=5, headers=hdrs or None)
             ack = json.loads(r.data)
@@ -69,20 +75,15 @@ def test_publishes_with_random_headers_get_the_same_acks_and_errors() -> None:
 def _frame(subject: str, reply: bytes, hdrs: dict[str, str], data: bytes) -> bytes:
     if hdrs:
         h = b"NATS/1.0\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in hdrs.items()) + b"\r\n"
-        return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply, len(h), len(h) + len(data), h, data)
-    return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply, len(data), data)
+        return _hpub(subject.encode(), reply, h, data)
+    return _pub(subject.encode(), reply, data)
 
 
 async def _pipelined(url: str) -> list[Any]:
-    from tests.test_js_publish_runs import _connect, _reply
-
     c = await _connect(url)
     out: list[Any] = []
     for seed in SEEDS:
-        for body in ({"name": "S", "subjects": ["p.>"], "allow_rollup_hdrs": True, "allow_msg_ttl": True,
-                      "max_msgs_per_subject": 5},
-                     {"name": "T", "subjects": ["q.>"], "deny_purge": True},
-                     {"name": "M", "subjects": ["r.>"], "max_msg_size": 60, "allow_msg_ttl": True}):
+        for body in STREAMS:
             r = await c.request(f"$JS.API.STREAM.CREATE.{body['name']}", body, b"_C.c")
             assert "error" not in r, r
         cases = _cases(seed) * 3
