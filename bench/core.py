@@ -24,7 +24,7 @@ from typing import Any
 import nats
 
 from bench.harness import KINDS, ROOT, CpuWindow, Report, Server, interleaved
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 CTX = mp.get_context("spawn")
 # nats-py only writes when its loop runs its flusher task: a publisher that never yields would buffer

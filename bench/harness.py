@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.servers import ServerProcess, free_port, nats_server_path  # noqa: E402
+from tests.support.servers import ServerProcess, free_port, nats_server_path  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("edged", "nats-server")

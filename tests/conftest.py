@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 

@@ -1,0 +1,294 @@
+"""Leafnode auth and transports against a real nats-server hub: nkey, operator/JWT `.creds`, TLS with a
+test CA and client certs (also handshake_first), WebSocket ws/wss (masking, compression), HTTP CONNECT
+proxy for ws and TCP remotes."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from typing import Any
+
+import nats
+import nkeys
+import pytest
+
+from edged.options import RemoteLeafOpts, TLSConfig
+from tests.hub.test_leafnode import Inbox, propagated
+from tests.support.certs import make_pki
+from tests.support.leaf import Hub, OperatorSetup, hub_binary, new_kp, run, start_edge
+from tests.support.tcpproxy import TCPProxy
+
+APP_USERS = "{user: leaf, password: s3cret}, {user: app, password: app}"
+
+
+@pytest.fixture(scope="module")
+def hub_bin() -> str:
+    return hub_binary("2.15")
+
+
+@pytest.fixture(scope="module")
+def pki() -> dict[str, str]:
+    return make_pki(tempfile.mkdtemp(prefix="leafpki-"))
+
+
+async def roundtrip(srv: Any, hub_url: str, **connect: Any) -> None:
+    """Messages both ways across the link."""
+    hc = await nats.connect(hub_url, **connect)
+    ec = await nats.connect(f"nats://127.0.0.1:{srv.client_port}")
+    at_hub, at_edge = Inbox(), Inbox()
+    await hc.subscribe("to.hub", cb=at_hub.cb)
+    await ec.subscribe("to.edge", cb=at_edge.cb)
+    await hc.flush()
+    await ec.flush()
+    await propagated(ec, "to.hub", at_hub)
+    await propagated(hc, "to.edge", at_edge)
+    big = b"compressible " * 20000
+    await ec.publish("to.hub", big)
+    await ec.flush()
+    for _ in range(200):
+        if any(m.data == big for m in at_hub.msgs):
+            break
+        await asyncio.sleep(0.02)
+    assert any(m.data == big for m in at_hub.msgs)
+    await hc.close()
+    await ec.close()
+
+
+def _with_hub(hub_bin: str, conf: str, body: Any) -> None:
+    hub = Hub(hub_bin, conf).start()
+    try:
+        run(body(hub))
+    finally:
+        hub.stop()
+
+
+def test_nkey_auth(hub_bin: str) -> None:
+    kp = new_kp(nkeys.PREFIX_BYTE_USER)
+    conf = f"""
+leafnodes {{ port: $LEAF_PORT }}
+accounts {{ APP {{ users: [ {APP_USERS}, {{nkey: {kp.public_key.decode()}}} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        remote = RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], seed=kp.seed.decode())
+        srv = await start_edge([remote])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            assert srv.leafnodes.connections[0].remote_account == "APP"
+            await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_operator_mode_creds(hub_bin: str) -> None:
+    workdir = tempfile.mkdtemp(prefix="leafjwt-")
+    op = OperatorSetup(workdir)
+    leaf_creds = op.user_creds("leaf")
+    app_creds = op.user_creds("app")
+    conf = op.hub_config() + "leafnodes { port: $LEAF_PORT }\n"
+
+    async def body(hub: Hub) -> None:
+        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=leaf_creds)])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            assert srv.leafnodes.connections[0].remote_account == op.app.public_key.decode()
+            await roundtrip(srv, f"nats://127.0.0.1:{hub.port}", user_credentials=app_creds)
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_operator_mode_bad_creds_retried(hub_bin: str) -> None:
+    workdir = tempfile.mkdtemp(prefix="leafjwt-")
+    op = OperatorSetup(workdir)
+    other = OperatorSetup(workdir)  # a user of an account the hub does not trust
+    bad = other.user_creds("intruder")
+    conf = op.hub_config() + "leafnodes { port: $LEAF_PORT }\n"
+
+    async def body(hub: Hub) -> None:
+        from tests.support.leaf import until
+
+        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=bad)],
+                               reconnect=0.2)
+        try:
+            link = srv.leafnodes.links[0]
+            await until(lambda: link.attempts >= 2 and "Authorization Violation" in link.last_error, 8)
+            assert not link.is_connected
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+@pytest.mark.parametrize("handshake_first", [False, True])
+def test_tls_with_ca_and_client_cert(hub_bin: str, pki: dict[str, str], handshake_first: bool) -> None:
+    hf = "handshake_first: true" if handshake_first else ""
+    conf = f"""
+leafnodes {{
+  port: $LEAF_PORT
+  tls {{ cert_file: "{pki['server_cert']}", key_file: "{pki['server_key']}", ca_file: "{pki['ca']}", verify: true, {hf} }}
+}}
+accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        tls = TLSConfig(ca_file=pki["ca"], cert_file=pki["client_cert"], key_file=pki["client_key"],
+                        handshake_first=handshake_first)
+        srv = await start_edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"], tls=tls)])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            conn = srv.leafnodes.connections[0]
+            assert conn.transport.get_extra_info("ssl_object") is not None
+            await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_tls_untrusted_hub_rejected(hub_bin: str, pki: dict[str, str]) -> None:
+    other = make_pki(tempfile.mkdtemp(prefix="leafpki2-"))
+    conf = f"""
+leafnodes {{ port: $LEAF_PORT, tls {{ cert_file: "{pki['server_cert']}", key_file: "{pki['server_key']}" }} }}
+accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        from tests.support.leaf import until
+
+        srv = await start_edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
+                                               tls=TLSConfig(ca_file=other["ca"]))], reconnect=0.2)
+        try:
+            link = srv.leafnodes.links[0]
+            await until(lambda: "TLS handshake error" in link.last_error, 5)
+            assert not link.is_connected
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+@pytest.mark.parametrize("variant", ["plain", "no_masking", "compression", "prefix"])
+def test_websocket(hub_bin: str, variant: str) -> None:
+    comp = "compression: true" if variant == "compression" else ""
+    conf = f"""
+leafnodes {{ port: $LEAF_PORT }}
+websocket {{ port: $WS_PORT, no_tls: true, {comp} }}
+accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        path = "/some/prefix" if variant == "prefix" else ""
+        remote = RemoteLeafOpts(urls=[f"ws://leaf:s3cret@127.0.0.1:{hub.ws_port}{path}"],
+                                ws_no_masking=variant == "no_masking", ws_compression=variant == "compression")
+        srv = await start_edge([remote])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            ws = srv.leafnodes.connections[0].transport._p
+            assert ws.mask is (variant != "no_masking")
+            assert ws.deflate is (variant == "compression")
+            await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_wss(hub_bin: str, pki: dict[str, str]) -> None:
+    conf = f"""
+leafnodes {{ port: $LEAF_PORT }}
+websocket {{ port: $WS_PORT, tls {{ cert_file: "{pki['server_cert']}", key_file: "{pki['server_key']}" }} }}
+accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        remote = RemoteLeafOpts(urls=[f"wss://leaf:s3cret@127.0.0.1:{hub.ws_port}"], tls=TLSConfig(ca_file=pki["ca"]))
+        srv = await start_edge([remote])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            assert srv.leafnodes.connections[0].transport.get_extra_info("ssl_object") is not None
+            await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+@pytest.mark.parametrize("scheme", ["ws", "nats"])
+def test_http_connect_proxy(hub_bin: str, scheme: str) -> None:
+    conf = f"""
+leafnodes {{ port: $LEAF_PORT }}
+websocket {{ port: $WS_PORT, no_tls: true }}
+accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
+"""
+
+    async def body(hub: Hub) -> None:
+        port = hub.ws_port if scheme == "ws" else hub.leaf_port
+        with TCPProxy(http_connect=True, auth=("pu", "pp")) as proxy:
+            remote = RemoteLeafOpts(urls=[f"{scheme}://leaf:s3cret@127.0.0.1:{port}"], ignore_discovered_urls=True,
+                                    proxy={"url": f"http://127.0.0.1:{proxy.port}", "username": "pu",
+                                           "password": "pp", "timeout": 2.0})
+            srv = await start_edge([remote])
+            try:
+                assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+                assert proxy.requests and proxy.requests[0].startswith(f"CONNECT 127.0.0.1:{port} HTTP/1.1")
+                await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
+            finally:
+                await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_proxy_auth_failure_reported(hub_bin: str) -> None:
+    conf = f"leafnodes {{ port: $LEAF_PORT }}\naccounts {{ APP {{ users: [ {APP_USERS} ] }} }}\n"
+
+    async def body(hub: Hub) -> None:
+        from tests.support.leaf import until
+
+        with TCPProxy(http_connect=True, auth=("pu", "pp")) as proxy:
+            remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
+                                    proxy={"url": f"http://127.0.0.1:{proxy.port}", "username": "pu",
+                                           "password": "bad"})
+            srv = await start_edge([remote], reconnect=0.2)
+            try:
+                link = srv.leafnodes.links[0]
+                await until(lambda: "407" in link.last_error, 5)
+            finally:
+                await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+
+
+
+def test_token_in_url(hub_bin: str) -> None:
+    conf = 'authorization { token: "t0k3n" }\nleafnodes { port: $LEAF_PORT }\n'
+
+    async def body(hub: Hub) -> None:
+        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://t0k3n@127.0.0.1:{hub.leaf_port}"])])
+        try:
+            assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
+            await roundtrip(srv, f"nats://t0k3n@127.0.0.1:{hub.port}")
+        finally:
+            await srv.shutdown()
+
+    _with_hub(hub_bin, conf, body)
+
+
+def test_unsupported_remote_options_rejected() -> None:
+    from edged.options import LeafNodeOpts, Options
+    from edged.server import Server
+
+    for bad, msg in ((RemoteLeafOpts(urls=["nats://h:1"], compression="s2_auto"), "not supported"),
+                     (RemoteLeafOpts(urls=["nats://h:1"], hub=True), "not supported"),
+                     (RemoteLeafOpts(urls=["nats://h:1", "ws://h:2"]), "mixes websocket"),
+                     (RemoteLeafOpts(urls=["http://h:1"]), "not supported"),
+                     (RemoteLeafOpts(urls=[]), "no url")):
+        o = Options(host="127.0.0.1", port=0)
+        o.leafnodes = LeafNodeOpts(remotes=[bad])
+        with pytest.raises(ValueError, match=msg):
+            Server(o)

@@ -1,0 +1,84 @@
+"""What edged does not have is refused clearly, never accepted and then quietly not done: stream features
+of newer nats-server releases, sequences past edged's 2**44, and a Nats-TTL too large to keep, which must
+not fail the other publishes committed with it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from typing import Any
+
+import nats
+
+from tests.support.jsutil import run
+from tests.support.servers import ServerProcess
+
+FEATURES = [{"allow_msg_counter": True}, {"allow_atomic": True}, {"allow_msg_schedules": True},
+            {"allow_batched": True}, {"persist_mode": "async"}, {"subject_delete_marker_ttl": 2_000_000_000}]
+
+
+def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported() -> None:
+    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-nosup-")]).start()
+
+    async def body() -> list[Any]:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        out = []
+        for i, extra in enumerate(FEATURES):
+            req = {"name": f"F{i}", "subjects": [f"f{i}"], **extra}
+            r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.F{i}", json.dumps(req).encode(), timeout=5)).data)
+            out.append(r.get("error"))
+        # the same on an update of a stream that exists
+        await js.add_stream(name="U", subjects=["u"])
+        req = {"name": "U", "subjects": ["u"], "allow_msg_counter": True}
+        r = json.loads((await nc.request("$JS.API.STREAM.UPDATE.U", json.dumps(req).encode(), timeout=5)).data)
+        out.append(r.get("error"))
+        # a purge that would make the next sequence 2**45
+        await js.publish("u", b"1")
+        r = json.loads((await nc.request("$JS.API.STREAM.PURGE.U", b'{"seq": 35184372088832}', timeout=5)).data)
+        out.append(r.get("error"))
+        out.append((await js.stream_info("U")).state.messages)
+        r = json.loads((await nc.request("$JS.API.STREAM.CREATE.V", b'{"name":"V","first_seq":35184372088832}',
+                                         timeout=5)).data)
+        out.append(r.get("error"))
+        names = await js.streams_info()
+        out.append(sorted(s.config.name for s in names))
+        await nc.close()
+        return out
+
+    try:
+        got = run(body())
+    finally:
+        p.stop()
+    *features, update, purge, left, far_first, names = got
+    for extra, e in zip(FEATURES, features, strict=True):
+        assert e is not None and e["err_code"] == 10052 and "not supported by edged" in e["description"], (extra, e)
+    assert update is not None and update["err_code"] == 10052 and "allow_msg_counter" in update["description"]
+    assert purge == {"code": 500, "err_code": 10110, "description": "sequences above 2**44 are not supported by edged"}
+    assert left == 1  # nothing purged
+    assert far_first is not None and "2**44" in far_first["description"]
+    assert names == ["U"]  # none of the refused streams exists
+
+
+def test_a_ttl_too_large_to_keep_is_kept_as_never_and_fails_no_other_publish() -> None:
+    """nats-server reads `Nats-TTL: 99999999999999999999` as a count of seconds (wrapping as Go's int64
+    does) and accepts it; edged kept it in ns past SQLite's int64 and failed the whole group commit, the
+    other publishers' messages in it included."""
+    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-bigttl-")]).start()
+
+    async def body() -> tuple[list[Any], int]:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="T", subjects=["t.>"], allow_msg_ttl=True)
+        acks = await asyncio.gather(*(js.publish(f"t.{i}", b"x", headers={"Nats-TTL": "99999999999999999999"} if i % 5 == 0
+                                                 else None) for i in range(50)))
+        n = (await js.stream_info("T")).state.messages
+        await nc.close()
+        return [a.seq for a in acks], n
+
+    try:
+        seqs, n = run(body())
+    finally:
+        p.stop()
+    assert sorted(seqs) == list(range(1, 51)) and n == 50
