@@ -336,11 +336,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"edged: warning: {w.where}: {w.message}", file=sys.stderr)
         print(f"edged: configuration file {ns.config} is valid")
         return 0
+    from edged.app import build
     from edged.config import set_flag_overrides
     from edged.server import serve
 
     set_flag_overrides(flag_applier(ns))  # a SIGHUP reload re-reads the file, then these flags again
-    return serve(opts)
+    return serve(opts, build)
 
 
 if __name__ == "__main__":

@@ -23,20 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.accounts import GLOBAL_ACCOUNT, Account, Declined, Deferred
+from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.jetstream.consumer_config import decode_fields
+from edged.jetstream.domain import ACK_PREFIX, API_PREFIX, api_prefix
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import body_values, go_kind, merge
 from edged.jetstream.stream import Stream, rfc3339ns
 from edged.log import log
 from edged.options import JetStreamAccountLimits
+from edged.receiver import KIND_CLIENT, Message
 from edged.sublist import subject_matches
 from storage import MemoryStore, SQLiteStore, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from edged.server import Server
 
-API_PREFIX = "$JS.API."
 AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
 RESERVE_NAME = "space.reserve"
 RESERVE_MAX = 8 * 1024 * 1024
@@ -171,6 +172,8 @@ class JetStream:
         self.enabled = True
         self.domain = cfg.domain
         self._domain_field = b',"domain":"%s"' % cfg.domain.encode() if cfg.domain else b""  # in PubAcks
+        # a consumer client's plain acks come in runs: the client parser takes them as one event each
+        server.empty_run_prefix = ACK_PREFIX
         base = cfg.store_dir or os.path.join(tempfile.gettempdir(), "nats")
         # like nats-server, the store lives in a `jetstream` directory inside store_dir
         self.store_dir = os.path.abspath(os.path.join(base, "jetstream"))
@@ -232,7 +235,7 @@ class JetStream:
         await self.mem_store.open()
         # after each socket read: start the commit now; if it commits inline, its acks go out in the same
         # read's flush (on_commit runs as the batch commits, before its future's callbacks are scheduled)
-        self.server.read_hooks.append(self.file_store.kick)
+        self.server.reading.hooks.append(self.file_store.kick)
         self.file_store.on_commit = self._on_commit
         for name, acc in list(self.server.accounts.items()):
             if name == self.server.system_account_name:
@@ -291,8 +294,8 @@ class JetStream:
                         if inspect.isawaitable(r):
                             await r
         kick = getattr(self.file_store, "kick", None)
-        if kick in self.server.read_hooks:
-            self.server.read_hooks.remove(kick)
+        if kick in self.server.reading.hooks:
+            self.server.reading.hooks.remove(kick)
         for acc, sub in self._api_subs:
             acc.internal.unsubscribe(sub)
         self._api_subs.clear()
@@ -318,7 +321,7 @@ class JetStream:
         ic = acc.internal
         self._api_subs.append((acc, ic.subscribe("$JS.API.>", self._on_api, passive=True)))
         if self.domain:
-            self._api_subs.append((acc, ic.subscribe(f"$JS.{self.domain}.API.>", self._on_api, passive=True)))
+            self._api_subs.append((acc, ic.subscribe(api_prefix(self.domain) + ">", self._on_api, passive=True)))
 
     def leafnode_connected(self, account_name: str) -> None:
         """Mirrors and sources re-check their links here once they exist."""
@@ -442,13 +445,13 @@ class JetStream:
 
     def _unheard(self, acc: Account, subject: str, reply: str) -> None:
         """Nobody answers this request: its publisher gets "no responders", as from nats-server, unless a
-        subscriber of its own took it (see Declined)."""
+        subscriber of its own took it (see ReadContext.decline)."""
         if not reply:
             return
         psubs, qgroups = acc.sublist.match(subject)
         ours = {s for a, s in self._api_subs if a is acc}
         if not qgroups and all(s in ours for s in psubs):
-            Declined.last = (subject, reply)
+            self.server.reading.decline(subject, reply)
 
     def loop_task(self, aw: Any) -> None:
         """Run a coroutine in the background, kept referenced until done."""
@@ -471,10 +474,11 @@ class JetStream:
         if rest.startswith(_OWN_LISTENERS) and not self._listened(sub.conn.account, rest):
             self._unheard(sub.conn.account, subject, reply)
             return
-        if Deferred.work and not rest.startswith("CONSUMER.MSG.NEXT."):
+        reading = self.server.reading
+        if reading.work and not rest.startswith("CONSUMER.MSG.NEXT."):
             # a pull request may go ahead of the acks before it (nats-server's order too); anything
             # else sees them done
-            Deferred.run()
+            reading.run()
         tokens = rest.split(".")
         handler = None
         for n in range(min(len(tokens), 4), 0, -1):
@@ -494,7 +498,7 @@ class JetStream:
         jsa = self.accounts.get(acc.name)
         # what the audit advisory reports: the request and the client it came from (the connection whose
         # read is being processed; kept for a handler that answers later)
-        audit = (subject, payload, Deferred.origin)
+        audit = (subject, payload, reading.origin)
         if jsa is None:
             if getattr(handler, "resp_type", ""):  # JSON APIs say so; a direct get has no one listening
                 self._reply(acc, None, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()}, handler,
@@ -578,7 +582,7 @@ class JetStream:
         subject, request, conn = audit
         name = self.server.server_name
         client: dict[str, Any] | None = None
-        if conn is not None and getattr(conn, "cid", None) is not None:
+        if conn is not None and conn.kind == KIND_CLIENT:
             client = {"start": rfc3339ns(int(conn.start * 1e9)), "host": conn.host, "id": conn.cid,
                       "acc": conn.account.name if conn.account is not None else ""}
             for key, v in (("user", conn.user), ("name", conn.name), ("lang", conn.lang), ("ver", conn.version),
@@ -664,9 +668,9 @@ class JetStream:
 
     def _send_ack_run(self, acks: list[tuple[JSAccount, str, str | None, Any]]) -> None:
         """The PubAcks of one commit. Those to replies under one parent that the sublist answers alike
-        and that go to one plain client subscription (a client's response inbox, `_INBOX.<id>.<n>`) are
-        framed here and handed to the connection in one go: the same bytes as `send_ack` publishing each,
-        without a route per ack. Anything else is published one by one."""
+        and that go to one subscription of a receiver taking batches (a client's response inbox,
+        `_INBOX.<id>.<n>`) are handed to it in one `deliver_batch`: what `send_ack` publishing each would
+        deliver, without a route per ack. Anything else is published one by one."""
         puback = self.puback
         i = 0
         n = len(acks)
@@ -681,17 +685,15 @@ class JetStream:
             parent = sl.memo_parent(reply) if len(psubs) == 1 and not qgroups else None
             sub = psubs[0] if parent is not None else None
             conn = sub.conn if sub is not None else None
-            if (sub is None or sub.max or sub.closed or getattr(conn, "deliver_frames", None) is None
-                    or conn.perms is not None):
+            if sub is None or sub.max or sub.closed or not conn.takes_batch(sub):
                 sl.count_repeats(-1)  # publishing matches it again
                 self.send_ack(jsa, reply, stream, seq)
                 i += 1
                 continue
             under = parent + "."
             k = len(under)
-            sid = sub.sid_b  # type: ignore[union-attr]
-            frames: list[bytes] = []
-            size = nbytes = 0
+            batch: list[Message] = []
+            size = 0
             j = i
             while j < n:
                 a = acks[j]
@@ -699,13 +701,11 @@ class JetStream:
                 if a[0] is not jsa or a[2] is None or not r.startswith(under) or r.find(".", k) >= 0:
                     break
                 body = puback(a[2], a[3])
-                f = b"MSG %s %s %d\r\n%s\r\n" % (r.encode("utf-8", "surrogateescape"), sid, len(body), body)
-                frames.append(f)
+                batch.append((r.encode("utf-8", "surrogateescape"), b"", None, body))
                 size += len(body)
-                nbytes += len(f)
                 j += 1
             sl.count_repeats(j - i - 1)
-            conn.deliver_frames(sub, frames, size, nbytes)
+            conn.deliver_batch(sub, batch, size)
             i = j
 
     def spin(self) -> None:

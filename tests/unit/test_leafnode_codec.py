@@ -14,8 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edged import leafnode_ws as W
-from edged.leafnode import (
+from edged.creds import read_creds_file as read_creds
+from edged.jetstream.domain import decode_ack_reply as decode_js_ack_reply
+from edged.leafnode import websocket as W
+from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
     OP_INFO,
@@ -27,17 +29,14 @@ from edged.leafnode import (
     OP_PING,
     OP_PONG,
     LeafParser,
-    SubjectFilter,
     connect_line,
-    decode_js_ack_reply,
     ls_minus,
     ls_plus,
     msg_head,
-    parse_leaf_url,
-    read_creds,
-    sign_nonce,
 )
-from edged.proxy import connect_request, parse_response_head
+from edged.leafnode.connection import SubjectFilter
+from edged.leafnode.dialing import parse_leaf_url, sign_nonce
+from edged.leafnode.proxy import connect_request, parse_response_head
 from tests.support.leaf import creds_text, new_kp
 
 INFO = (b'INFO {"server_id":"N","server_name":"hub1","version":"2.15.1","proto":3,"client_id":6,'
