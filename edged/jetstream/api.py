@@ -30,7 +30,9 @@ from storage import StreamExistsError
 from storage.sqlite import SEQ_MASK as MAX_SEQ
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
+    from edged.jetstream.account import JSAccount
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
 
 T = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024
@@ -178,10 +180,10 @@ def _check_stream_limits(jsa: JSAccount, cfg: dict[str, Any], name: str, creatin
     err = "JSMemoryResourcesExceededErr" if memory else "JSStorageResourcesExceededErr"
     if acc_max >= 0 and (reserved > acc_max or add > acc_max - reserved):
         raise api_error(err)
-    srv_max = jsa.js.max_memory if memory else jsa.js.max_file
+    srv_max = jsa.space.max_memory if memory else jsa.space.max_file
     if srv_max >= 0:
         # every stream of the server but this one
-        srv_reserved = jsa.js.total_reserved()[i] - (jsa.reserved()[i] - others)
+        srv_reserved = jsa.space.total_reserved()[i] - (jsa.reserved()[i] - others)
         if srv_reserved > srv_max or add > srv_max - srv_reserved:
             raise api_error(err)
 
@@ -334,7 +336,7 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
     store = req.js.store_for(stream.config["storage"])
     store.delete_stream(name, account=jsa.account.name)
     await store.durable()
-    req.js.space_freed()
+    req.js.space.space_freed()
     req.js.advisory(jsa, f"STREAM.DELETED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
                                                      "stream": name, "action": "delete"})
     return {"success": True}
@@ -359,7 +361,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     purged, one = stream.purge_store(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
     stream.purged(flt, one)
-    req.js.space_freed()
+    req.js.space.space_freed()
     return {"success": True, "purged": purged}
 
 
@@ -404,7 +406,7 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     if seq > 0 and st.delete(seq, erase=not body.get("no_erase")):
         await st.durable()
         stream.notify_removed(seq=seq)
-        req.js.space_freed()
+        req.js.space.space_freed()
         return {"success": True}
     # nats-server's file store tells "before the first / past the last" from "an interior gap"; its memory
     # store says "not found" for both

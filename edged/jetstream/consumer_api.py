@@ -28,7 +28,8 @@ from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
     from edged.jetstream.stream import Stream
 
 T = "io.nats.jetstream.api.v1."
@@ -250,7 +251,7 @@ def consumer_next(req: ApiRequest) -> None:
     assert req.jsa is not None
     stream = req.jsa.streams.get(req.tokens[0]) if req.tokens else None
     c = stream.consumers.get(req.tokens[1]) if stream is not None and len(req.tokens) > 1 else None
-    if c is None:  # nobody listens there (JetStream._listened): the requester got "no responders"
+    if c is None:  # nobody listens there (Dispatcher._listened): the requester got "no responders"
         return None
     c.next_request(req.reply, req.data)
     return None
