@@ -4,25 +4,18 @@ the store), the upkeep tick (ages, TTLs, dedupe windows, limits after a reload, 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import time
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.jetstream.account import JSAccount
-from edged.jetstream.stream import Stream
 from edged.log import log
 from edged.options import JetStreamAccountLimits
 from storage import SQLiteStore
 
 if TYPE_CHECKING:
     from edged.jetstream.engine import JetStream
-
-_decoder = msgspec.json.Decoder()
-
 
 async def start(js: JetStream) -> None:
     loop = asyncio.get_running_loop()
@@ -63,27 +56,7 @@ def restore(js: JetStream) -> None:
             log.warning("JetStream: stream %s of account %s is not loaded (JetStream is off for the account)",
                         st.name, st.account)
             continue
-        try:
-            cfg = _decoder.decode(st.config)
-            created = st.created_ns
-        except Exception as e:
-            log.error("JetStream: stream %s has an unreadable config: %s", st.name, e)
-            continue
-        stream = Stream(js, jsa, cfg, st, created)
-        stream.rebuild_dedupe()
-        jsa.streams[stream.name] = stream
-        stream.subscribe()
-        if js.consumer_factory is not None:
-            for cname, (ccfg, cstate) in list(st.consumers.items()):
-                try:
-                    js.consumer_factory(stream, cname, ccfg, cstate)
-                except Exception as e:
-                    log.error("JetStream: consumer %s > %s could not be restored: %s", st.name, cname, e)
-        try:
-            # (max_age is the ticker's: it runs within the second)
-            stream.enforce_limits(max_age=False)
-        except Exception as e:
-            log.error("JetStream: stream %s: limits could not be applied on restore: %s", st.name, e)
+        jsa.restore_stream(st)
 
 
 async def stop(js: JetStream) -> None:
@@ -91,15 +64,7 @@ async def stop(js: JetStream) -> None:
         js.ticker.cancel()
         js.ticker = None
     for jsa in js.accounts.values():
-        for s in jsa.streams.values():
-            s.closed = True
-            s.unsubscribe()
-            for c in list(s.consumers.values()):
-                stop = getattr(c, "stop", None)
-                if stop is not None:
-                    r = stop(deleted=False)
-                    if inspect.isawaitable(r):
-                        await r
+        await jsa.stop()
     kick = getattr(js.file_store, "kick", None)
     if kick in js.server.read_hooks:
         js.server.read_hooks.remove(kick)
