@@ -18,12 +18,10 @@ from edged.jetstream.consumer_config import (
     MAX_NAME,
     _filters,
     check_update,
-    decode_fields,
     normalize,
-    time_ns,
 )
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import go_kind, syntax_error
+from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
