@@ -18,19 +18,14 @@ import msgspec
 
 from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, lookup
 from edged.jetstream.errors import api_error
-from edged.jetstream.stream import (
-    Stream,
-    check_update,
-    msg_dict,
-    normalize_config,
-)
+from edged.jetstream.stream import Stream, msg_dict, normalize_config
 from edged.protocol import is_valid_literal_subject
 from edged.sublist import subjects_overlap
-from storage import StreamExistsError
 from storage.sqlite import SEQ_MASK as MAX_SEQ
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
 
 T = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024
@@ -79,7 +74,6 @@ _RESTORE_REQUEST = {
                      consumer_count="int"),
 }
 _decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
 
 
 def handler(prefix: str, rtype: str, arity: tuple[int, int], err_fields: dict[str, Any] | None = None,
@@ -144,57 +138,6 @@ def account_info(req: ApiRequest) -> dict[str, Any]:
 # ------------------------------------------------------------------ streams
 
 
-def _check_overlap(jsa: JSAccount, cfg: dict[str, Any], skip: str = "") -> None:
-    for other in jsa.streams.values():
-        if other.name == skip:
-            continue
-        for a in cfg["subjects"]:
-            for b in other.config["subjects"]:
-                if subjects_overlap(a, b):
-                    raise api_error("JSStreamSubjectOverlapErr")
-
-
-def _check_stream_limits(jsa: JSAccount, cfg: dict[str, Any], name: str, creating: bool,
-                         old_max_bytes: int = 0) -> None:
-    """nats-server's jsNonClusteredStreamLimitsCheck / configUpdateCheck limits: the stream count, the
-    account's max_consumers, and max_bytes reservations against the account's and the server's
-    memory/storage limits. A stream without max_bytes reserves one byte."""
-    lim = jsa.limits
-    if creating and lim.max_streams > 0 and sum(1 for n in jsa.streams if n != name) >= lim.max_streams:
-        raise api_error("JSMaximumStreamsLimitErr")
-    if cfg["max_consumers"] > 0 and lim.max_consumers > 0 and cfg["max_consumers"] > lim.max_consumers:
-        raise api_error("JSMaximumConsumersLimitErr")
-    memory = cfg["storage"] == "memory"
-    i = 0 if memory else 1
-    new_max = cfg["max_bytes"]
-    others = jsa.reserved(skip=name)[i]  # the account's other streams
-    if creating:
-        add = new_max if new_max >= 0 else 1
-        reserved = others
-    else:
-        add = max(max(new_max, 0) - max(old_max_bytes, 0), 0)
-        reserved = others + max(new_max - add, 0)
-    acc_max = lim.max_memory if memory else lim.max_file
-    err = "JSMemoryResourcesExceededErr" if memory else "JSStorageResourcesExceededErr"
-    if acc_max >= 0 and (reserved > acc_max or add > acc_max - reserved):
-        raise api_error(err)
-    srv_max = jsa.js.max_memory if memory else jsa.js.max_file
-    if srv_max >= 0:
-        # every stream of the server but this one
-        srv_reserved = jsa.js.total_reserved()[i] - (jsa.reserved()[i] - others)
-        if srv_reserved > srv_max or add > srv_max - srv_reserved:
-            raise api_error(err)
-
-
-def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
-    lim = jsa.limits
-    per_stream = lim.memory_max_stream_bytes if cfg["storage"] == "memory" else lim.store_max_stream_bytes
-    if lim.max_bytes_required and cfg["max_bytes"] <= 0:
-        raise api_error("JSStreamMaxBytesRequired")
-    if per_stream > 0 and cfg["max_bytes"] > per_stream:
-        raise api_error("JSStreamMaxStreamBytesExceeded")
-
-
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
@@ -209,27 +152,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
         raise api_error("JSStreamInvalidConfigF", err="stream has no mirror but does have mirror direct")
     jsa = req.jsa
     assert jsa is not None
-    cfg = normalize_config(body)
-    _check_max_bytes_required(jsa, cfg)
-    _check_stream_limits(jsa, cfg, name, creating=True)
-    existing = jsa.streams.get(name)
-    if existing is not None:
-        if existing.config == cfg:
-            return {**existing.info(), "did_create": True}
-        raise api_error("JSStreamNameExistErr")
-    _check_overlap(jsa, cfg)
-    js = req.js
-    store = js.store_for(cfg["storage"])
-    try:
-        st = store.create_stream(name, _encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 0)
-    except StreamExistsError:
-        raise api_error("JSStreamNameExistErr") from None
-    await store.durable()
-    stream = Stream(js, jsa, cfg, st, st.created_ns)
-    jsa.streams[name] = stream
-    stream.subscribe()
-    js.advisory(jsa, f"STREAM.CREATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                 "stream": name, "action": "create"})
+    stream = await jsa.add_stream(normalize_config(body))
     return {**stream.info(), "did_create": True}
 
 
@@ -241,25 +164,8 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")
     stream = _stream_of(req)
-    jsa = req.jsa
-    assert jsa is not None
-    check_update(stream.config, cfg)
-    if cfg["sealed"]:
-        # what sealing means, spelled out in the config as nats-server does
-        cfg.update(max_age=0, discard="new", deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)
-    _check_max_bytes_required(jsa, cfg)
-    _check_stream_limits(jsa, cfg, name, creating=False, old_max_bytes=stream.config["max_bytes"])
-    _check_overlap(jsa, cfg, skip=name)
-    old_subjects = stream.config["subjects"]
-    stream.config = cfg
-    stream._apply_config()
-    await stream.store.update_config(_encode(cfg))
-    if old_subjects != cfg["subjects"]:
-        stream.unsubscribe()
-        stream.subscribe()
-    stream.enforce_limits()
-    req.js.advisory(jsa, f"STREAM.UPDATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                     "stream": name, "action": "modify"})
+    assert req.jsa is not None
+    await req.jsa.update_stream(stream, cfg)
     return stream.info(domain=True)
 
 
@@ -316,27 +222,8 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
     if not _is_empty_request(req.data):
         raise api_error("JSNotEmptyRequestErr")
     stream = _stream_of(req)
-    name = stream.name
-    jsa = req.jsa
-    assert jsa is not None
-    stream.closed = True
-    stream.unsubscribe()
-    for c in list(stream.consumers.values()):
-        stop = getattr(c, "stop", None)
-        if stop is not None:
-            r = stop(deleted=True)
-            if hasattr(r, "__await__"):
-                await r
-        advise = getattr(c, "delete_advisory", None)
-        if advise is not None:
-            advise()  # each consumer's delete, before the stream's (as nats-server)
-    del jsa.streams[name]
-    store = req.js.store_for(stream.config["storage"])
-    store.delete_stream(name, account=jsa.account.name)
-    await store.durable()
-    req.js.space_freed()
-    req.js.advisory(jsa, f"STREAM.DELETED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                     "stream": name, "action": "delete"})
+    assert req.jsa is not None
+    await req.jsa.delete_stream(stream)
     return {"success": True}
 
 
@@ -359,7 +246,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     purged, one = stream.purge_store(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
     stream.purged(flt, one)
-    req.js.space_freed()
+    req.js.space.space_freed()
     return {"success": True, "purged": purged}
 
 
@@ -404,7 +291,7 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     if seq > 0 and st.delete(seq, erase=not body.get("no_erase")):
         await st.durable()
         stream.notify_removed(seq=seq)
-        req.js.space_freed()
+        req.js.space.space_freed()
         return {"success": True}
     # nats-server's file store tells "before the first / past the last" from "an interior gap"; its memory
     # store says "not found" for both

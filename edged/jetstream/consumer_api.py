@@ -18,17 +18,16 @@ from edged.jetstream.consumer_config import (
     MAX_NAME,
     _filters,
     check_update,
-    decode_fields,
     normalize,
-    time_ns,
 )
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import go_kind, syntax_error
+from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
 from edged.jetstream.stream import format_time, valid_asset_name
 from edged.sublist import subjects_overlap
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
     from edged.jetstream.stream import Stream
 
 T = "io.nats.jetstream.api.v1."
@@ -250,7 +249,7 @@ def consumer_next(req: ApiRequest) -> None:
     assert req.jsa is not None
     stream = req.jsa.streams.get(req.tokens[0]) if req.tokens else None
     c = stream.consumers.get(req.tokens[1]) if stream is not None and len(req.tokens) > 1 else None
-    if c is None:  # nobody listens there (JetStream._listened): the requester got "no responders"
+    if c is None:  # nobody listens there (Dispatcher._listened): the requester got "no responders"
         return None
     c.next_request(req.reply, req.data)
     return None

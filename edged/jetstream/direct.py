@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.headers import make_headers
-from edged.jetstream.consumer_config import decode_fields
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.gojson import decode_fields
 from edged.jetstream.stream import parse_rfc3339, rfc3339ns
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest
+    from edged.jetstream.dispatch import ApiRequest
     from edged.jetstream.stream import Stream
 
 MAX_MULTI_RESULTS = 1024
@@ -142,7 +142,7 @@ def direct_get(req: ApiRequest) -> None:
             return _multi_last(ic, reply, stream, multi, seq, batch, up_to_seq, up_to_time,
                                max_bytes or max_pending)
     _single_or_batch(ic, reply, stream, body, max_pending)
-    req.js.spin()
+    req.js.pubacks.spin()
     return None
 
 
