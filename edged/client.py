@@ -29,6 +29,9 @@ from edged.protocol import (
     OP_PUBS,
     OP_SUB,
     OP_UNSUB,
+    frame_batch,
+    hmsg_head,
+    msg_head,
 )
 from edged.receiver import KIND_CLIENT, Message, Subscription
 
@@ -36,11 +39,6 @@ if TYPE_CHECKING:
     from edged.server import Server
 
 CRLF = P.CRLF
-
-
-def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
-    hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
-    return b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr)
 
 
 class ClientConnection(Connection):
@@ -271,7 +269,7 @@ class ClientConnection(Connection):
         if reply and self.no_responders:
             for sub in self.subs.values():
                 if sub.queue is None and _matches(sub.subject, reply):
-                    self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))
+                    self.send_raw(P.no_responders_msg(reply_b, sub.sid_b, subject_b))
                     break
 
     def _on_pubs(self, subject: str, reply: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
@@ -390,17 +388,11 @@ class ClientConnection(Connection):
         size = len(payload)
         if hdr is not None and self.headers:
             hs = len(hdr)
-            if reply:
-                head = b"HMSG %s %s %s %d %d\r\n" % (subject, sub.sid_b, reply, hs, hs + size)
-            else:
-                head = b"HMSG %s %s %d %d\r\n" % (subject, sub.sid_b, hs, hs + size)
+            head = hmsg_head(subject, sub.sid_b, reply, hs, size)
             self.out += (head, hdr, payload, CRLF)
             size += hs
         else:
-            if reply:
-                head = b"MSG %s %s %s %d\r\n" % (subject, sub.sid_b, reply, size)
-            else:
-                head = b"MSG %s %s %d\r\n" % (subject, sub.sid_b, size)
+            head = msg_head(subject, sub.sid_b, reply, size)
             self.out += (head, payload, CRLF)
         self.out_msgs += 1
         self.out_bytes += size
@@ -437,8 +429,7 @@ class ClientConnection(Connection):
             return
         n = len(payloads)
         sub.delivered += n
-        prefix = b"MSG %s %s %s " % (subject, sub.sid_b, reply) if reply else b"MSG %s %s " % (subject, sub.sid_b)
-        total, added = P.frame_run(self.out, payloads, prefix)
+        total, added = P.frame_run(self.out, payloads, P.msg_prefix(subject, sub.sid_b, reply))
         self.pending += added
         self.out_msgs += n
         self.out_bytes += total
@@ -456,30 +447,9 @@ class ClientConnection(Connection):
             return
         if self.perms is not None:
             return super().deliver_batch(sub, msgs, nbytes)
-        sid = sub.sid_b
-        frames = []
-        append = frames.append
-        if self.headers:
-            for subject, reply, hdr, data in msgs:
-                if hdr:
-                    hl = len(hdr)
-                    if reply:
-                        append(b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, hl + len(data), hdr,
-                                                                      data))
-                    else:
-                        append(b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, hl + len(data), hdr, data))
-                elif reply:
-                    append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
-                else:
-                    append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
-        else:
-            for subject, reply, hdr, data in msgs:
-                if hdr:
-                    nbytes -= len(hdr)
-                if reply:
-                    append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
-                else:
-                    append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
+        frames = frame_batch(sub.sid_b, msgs, self.headers)
+        if not self.headers:
+            nbytes -= sum(len(m[2]) for m in msgs if m[2])
         n = len(frames)
         sub.delivered += n
         self.out += frames

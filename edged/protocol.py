@@ -513,6 +513,11 @@ PONG = b"PONG\r\n"
 OK = b"+OK\r\n"
 
 
+def msg_prefix(subject: bytes, sid: bytes, reply: bytes) -> bytes:
+    """A MSG control line up to its size, for `frame_run`."""
+    return b"MSG %s %s %s " % (subject, sid, reply) if reply else b"MSG %s %s " % (subject, sid)
+
+
 def msg_head(subject: bytes, sid: bytes, reply: bytes, size: int) -> bytes:
     if reply:
         return b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
@@ -523,6 +528,39 @@ def hmsg_head(subject: bytes, sid: bytes, reply: bytes, hsize: int, size: int) -
     if reply:
         return b"HMSG %s %s %s %d %d\r\n" % (subject, sid, reply, hsize, hsize + size)
     return b"HMSG %s %s %d %d\r\n" % (subject, sid, hsize, hsize + size)
+
+
+def frame_batch(sid: bytes, msgs: list[tuple[bytes, bytes, bytes | None, bytes]], headers: bool) -> list[bytes]:
+    """Whole MSG/HMSG frames, one per (subject, reply, header block or None, payload) message, for one
+    subscription; header blocks are left out for a client that did not ask for headers. One format per
+    message: a consumer's batch of deliveries is the hot path."""
+    frames = []
+    append = frames.append
+    if headers:
+        for subject, reply, hdr, data in msgs:
+            if hdr:
+                hl = len(hdr)
+                if reply:
+                    append(b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, hl + len(data), hdr, data))
+                else:
+                    append(b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, hl + len(data), hdr, data))
+            elif reply:
+                append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
+            else:
+                append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
+    else:
+        for subject, reply, _, data in msgs:
+            if reply:
+                append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
+            else:
+                append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
+    return frames
+
+
+def no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
+    """The 503 status a requester with `no_responders` gets when nobody took its request."""
+    hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+    return hmsg_head(reply, sid, b"", len(hdr), 0) + hdr + CRLF
 
 
 # ---------------------------------------------------------------------------------------------
