@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from edged import protocol as P
 from edged.accounts import Account
+from edged.auth import AuthError
 from edged.connection import Connection
 from edged.log import TRACE, log
 from edged.protocol import (
@@ -211,9 +212,12 @@ class ClientConnection(Connection):
             return
         try:
             res = srv.authenticate(self, opts)
-        except Exception as e:
+        except AuthError as e:
             log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
-            return self._auth_violation(getattr(e, "client_text", "Authorization Violation"))
+            return self._auth_violation(e.client_text)
+        except Exception as e:  # a malformed CONNECT field the authenticator could not read
+            log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
+            return self._auth_violation()
         acc = srv.account_for(res)
         if acc is None:
             return self._auth_violation()

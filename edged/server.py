@@ -136,7 +136,7 @@ class Server:
         if acc is None:
             acc = self.accounts[name] = self._account(name)
             log.debug("Registered account %s", name)
-        if getattr(res, "account_claims", None):
+        if res.account_claims:
             acc.claims = res.account_claims
         return acc
 

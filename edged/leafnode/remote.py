@@ -16,6 +16,7 @@ from edged.jetstream.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf
 from edged.leafnode.codec import LDS_PREFIX
 from edged.leafnode.connection import LeafConnection
 from edged.leafnode.dialing import LeafURL, is_ip, parse_leaf_url, tcp_connect
+from edged.leafnode.websocket import WSClientProtocol
 from edged.log import log
 from edged.options import RemoteLeafOpts
 from edged.sublist import subject_is_subset
@@ -236,12 +237,11 @@ class RemoteLink:
             ssl_ctx = client_ssl_context(remote.tls)
         tls_tmo = (remote.tls.timeout if remote.tls is not None and remote.tls.timeout else 2.0)
         conn = LeafConnection(self, url, tls_done=ssl_ctx is not None)
+        ws: WSClientProtocol | None = None
         try:
             if url.websocket:
-                from edged.leafnode.websocket import WSClientProtocol
-
-                proto: asyncio.Protocol = WSClientProtocol(conn, url, no_masking=remote.ws_no_masking,
-                                                           compression=remote.ws_compression)
+                ws = WSClientProtocol(conn, url, no_masking=remote.ws_no_masking, compression=remote.ws_compression)
+                proto: asyncio.Protocol = ws
             else:
                 proto = conn
             await asyncio.wait_for(
@@ -253,14 +253,13 @@ class RemoteLink:
         except BaseException:
             sock.close()
             raise
-        if url.websocket:
+        if ws is not None:
             # the LeafConnection only starts its own timers once the upgrade is done
             def upgrade_timeout() -> None:
                 if conn.transport is None and not conn.closed:
                     conn.error = "websocket upgrade timeout"
-                    wst = getattr(proto, "transport", None)
-                    if wst is not None:
-                        wst.abort()
+                    if ws.transport is not None:
+                        ws.transport.abort()
                     conn.close("WebSocket Upgrade Timeout", flush=False)
 
             loop.call_later(tls_tmo + (remote.first_info_timeout or 1.0), upgrade_timeout)
