@@ -162,6 +162,11 @@ def flag_applier(ns: argparse.Namespace) -> Callable[[Options], None]:
     """A function putting the command-line flags on top of options read from a config file."""
 
     def apply(opts: Options) -> None:
+        from edged.config import port_error, valid_port
+
+        for flag_name, port in (("port", ns.port), ("http_port", ns.http_port)):
+            if port is not None and not valid_port(port):
+                raise FlagError(port_error(flag_name, port))
         plain = {"host": ns.host, "port": ns.port, "http_port": ns.http_port,
                  "client_advertise": ns.client_advertise, "pid_file": ns.pid_file, "log_file": ns.log_file,
                  "logtime": ns.logtime}
@@ -325,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_options(ns)
         validate(opts)
     except ConfigError as e:
-        print(f"edged: configuration error: {_one_line(str(e))}", file=sys.stderr)
+        for one in e.errors:  # every unknown key of the file, one per line, as nats-server lists them
+            print(f"edged: configuration error: {_one_line(str(one))}", file=sys.stderr)
         return 1
     except (ValueError, OSError) as e:
         where = f"{ns.config}: " if ns.config and not isinstance(e, FlagError) else ""
