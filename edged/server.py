@@ -18,6 +18,7 @@ from edged import SERVER_VERSION, __version__
 from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
+from edged.fatal import StartError, go_listen_error, listen_error, prepare_store_dir
 from edged.log import log
 from edged.options import Options, Permissions
 
@@ -231,6 +232,8 @@ class Server:
             from edged.tlsconf import server_ssl_context
 
             self.tls_context = server_ssl_context(o.tls)
+        if self.jetstream is not None:
+            prepare_store_dir(self.jetstream.store_dir)  # a clear [FTL] line, not the SQLite open's errno
         for svc in self.services:
             await svc.start()
         from edged.sysreqs import install_system_handlers
@@ -240,7 +243,11 @@ class Server:
             from edged.monitor import MonitorServer
 
             self.monitor = MonitorServer(self)
-            await self.monitor.start()
+            try:
+                await self.monitor.start()
+            except OSError as e:
+                where = go_listen_error(o.http_host or "0.0.0.0", o.http_port, e)
+                raise StartError(f"Can't start monitoring: can't listen to the monitor port: {where}") from None
         await self._start_client_listener()
         log.info("Server is ready")
 
@@ -253,15 +260,18 @@ class Server:
             return ClientConnection(self, tls_upgrade=tls is not None and not handshake_first)
 
         host = o.host or "0.0.0.0"
-        srv = await self.loop.create_server(
-            factory,
-            host=host,
-            port=o.port if o.port != -1 else 0,
-            reuse_address=True,
-            ssl=self.tls_context if handshake_first else None,
-            ssl_handshake_timeout=tls.timeout if handshake_first and tls else None,
-            backlog=1024,
-        )
+        try:
+            srv = await self.loop.create_server(
+                factory,
+                host=host,
+                port=o.port if o.port != -1 else 0,
+                reuse_address=True,
+                ssl=self.tls_context if handshake_first else None,
+                ssl_handshake_timeout=tls.timeout if handshake_first and tls else None,
+                backlog=1024,
+            )
+        except OSError as e:
+            raise listen_error(host, o.port, e) from None
         for s in srv.sockets:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_port = srv.sockets[0].getsockname()[1]
@@ -376,11 +386,14 @@ class Server:
 
 
 async def _run(opts: Options) -> int:
-    srv = Server(opts)
     try:
+        srv = Server(opts)
         await srv.start()
-    except OSError as e:
-        log.critical("Error listening on port: %s", e)
+    except StartError as e:
+        log.critical("%s", e)
+        return 1
+    except Exception as e:  # any other start failure is one [FTL] line too, never a traceback
+        log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
         return 1
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
@@ -405,7 +418,8 @@ def serve(opts: Options) -> int:
         return asyncio.run(_run(opts))
     try:
         import uvloop  # optional speed-up, never required
-
-        return uvloop.run(_run(opts))
     except ImportError:
+        uvloop = None
+    if uvloop is None:  # run outside the except block: a start error must not chain to the ImportError
         return asyncio.run(_run(opts))
+    return uvloop.run(_run(opts))
