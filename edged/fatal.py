@@ -28,14 +28,22 @@ def go_os_error(op: str, e: OSError, path: str = "") -> str:
 
 
 def prepare_store_dir(path: str) -> None:
-    """Create the JetStream store directory and check it is a writable directory (nats-server's checks)."""
+    """nats-server's order: create a missing store directory; an existing path (or one that cannot be
+    looked at) must be a writable directory."""
     try:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:
+        os.stat(path)
+        missing = False
+    except FileNotFoundError:
+        missing = True
+    except OSError:  # ENOTDIR and the like: Go's os.IsNotExist is false, its stat is nil
         raise StartError("Can't start JetStream: storage directory is not a directory") from None
-    except OSError as e:
-        raise StartError("Can't start JetStream: could not create storage directory - "
-                         f"{go_os_error('mkdir', e, path)}") from None
+    if missing:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise StartError("Can't start JetStream: could not create storage directory - "
+                             f"{go_os_error('mkdir', e, path)}") from None
+        return
     if not os.path.isdir(path):
         raise StartError("Can't start JetStream: storage directory is not a directory")
     try:
