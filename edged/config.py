@@ -1077,7 +1077,10 @@ _WEBSOCKET = _keys("listen", "port", "host", "net", "advertise", "no_tls", "same
                    "compress", "compression", "jwt_cookie", "user_cookie", "pass_cookie", "token_cookie",
                    "no_auth_user", "headers", "ping_interval", tls="tls", authorization=_SIMPLE_AUTH,
                    authentication=_SIMPLE_AUTH)
-_IGNORED_BLOCKS: dict[str, _Schema] = {"cluster": _CLUSTER, "gateway": _GATEWAY, "proxies": _PROXIES}
+# nats-server names the Go type, not the key, for an unknown ocsp field (its %T of the key)
+_OCSP = _keys("mode", "urls", "url", **{"": "error parsing ocsp config: unsupported field string"})
+_IGNORED_BLOCKS: dict[str, Any] = {"cluster": _CLUSTER, "gateway": _GATEWAY, "proxies": _PROXIES, "ocsp": _OCSP,
+                                   "resolver_tls": "tls"}
 
 
 def _check_keys(cx: _Ctx, m: Any, key: str | int, schema: Any) -> None:
