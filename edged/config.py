@@ -546,7 +546,7 @@ def _permissions(cx: _Ctx, m: Any, key: str) -> Permissions:
         elif lk in ("allow_responses", "publish_allow_responses"):
             perms.allow_responses = _allow_responses(cx, p, k)
         else:
-            raise cx.err(p, k, f"unknown field {k!r} in permissions")
+            cx.unknown(p, k, "Unknown field {key} parsing permissions")
     return perms
 
 
@@ -564,7 +564,7 @@ def _allow_responses(cx: _Ctx, p: Any, k: str) -> ResponsePermission | None:
         elif lrk in ("expires", "expiration", "ttl"):
             rp.expires = cx.duration(v, rk, legacy_seconds=False)
         else:
-            raise cx.err(v, rk, f"unknown field {rk!r} in allow_responses")
+            cx.unknown(v, rk, "Unknown field {key} parsing permissions")
     return rp
 
 

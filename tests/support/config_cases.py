@@ -37,6 +37,10 @@ UNKNOWN_KEYS: list[tuple[str, str]] = [
     ("mqtt { port: 1883, authorization { usr: a } }\n", 'x.conf:1:36: unknown field "usr"'),
     ("websocket { port: 8080, no_tsl: true }\n", 'x.conf:1:25: unknown field "no_tsl"'),
     ("proxies { trusted: [ { ky: x } ] }\n", 'x.conf:1:24: unknown field "ky"'),
+    ("authorization {\n  users: [ { user: a, password: b, permissions: { publsh: x } } ]\n}\n",
+     'x.conf:2:51: Unknown field "publsh" parsing permissions'),
+    ("authorization {\n  default_permissions: { publish: x, allow_responses: { mx: 1 } }\n}\n",
+     'x.conf:2:57: Unknown field "mx" parsing permissions'),
     ("ocsp { mode: auto, uls: [] }\n", "x.conf:1:20: error parsing ocsp config: unsupported field string"),
     ("resolver_tls {\n  cafile: x\n}\n", 'x.conf:2:3: error parsing tls config, unknown field "cafile"'),
 ]
