@@ -18,7 +18,7 @@ from edged import SERVER_VERSION, __version__
 from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
-from edged.fatal import StartError, go_listen_error, listen_error, prepare_store_dir
+from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
 from edged.log import log
 from edged.options import Options, Permissions
 
@@ -226,8 +226,11 @@ class Server:
         if o.config_file:
             log.info("Using configuration file: %s", o.config_file)
         if o.pid_file:
-            with open(o.pid_file, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with open(o.pid_file, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                raise StartError(f"Could not write pidfile: {go_os_error('open', e, o.pid_file)}") from None
         if o.tls is not None:
             from edged.tlsconf import server_ssl_context
 
@@ -409,7 +412,12 @@ async def _run(opts: Options) -> int:
 
 def serve(opts: Options) -> int:
     """Blocking entry point used by the CLI."""
-    logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    try:
+        logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    except OSError as e:  # no logger yet: one line on stderr, as nats-server's log.Fatalf
+        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} error opening file: "
+              f"{go_os_error('open', e, opts.log_file)}", file=sys.stderr)
+        return 1
     if opts.tls is not None and not opts.tls.handshake_first:
         # nats-server's default TLS (plaintext INFO, then the client's ClientHello) needs reading to
         # stay paused between accept and start_tls; uvloop does not always honour that pause, and a

@@ -115,3 +115,21 @@ def test_a_port_in_use_is_one_fatal_line_as_nats_server(tmp_path: Path, which: s
     assert (ref.returncode, ours.returncode) == (1, 1), ours.stderr
     assert fatal_lines(ours.stderr) == fatal_lines(ref.stderr) and len(fatal_lines(ref.stderr)) == 1, ours.stderr
     assert "Traceback" not in ours.stderr
+
+
+def test_an_unwritable_pid_file_is_one_fatal_line_as_nats_server(tmp_path: Path) -> None:
+    (tmp_path / "x.conf").write_text("port: -1\npid_file: /proc/no-such-dir/edged.pid\n")
+    ref = run("nats-server", "-c", "x.conf", cwd=tmp_path, timeout=15)
+    ours = run("edged", "run", "-c", "x.conf", cwd=tmp_path, timeout=15)
+    assert (ref.returncode, ours.returncode) == (1, 1), ours.stderr
+    assert fatal_lines(ours.stderr) == fatal_lines(ref.stderr) == [
+        "Could not write pidfile: open /proc/no-such-dir/edged.pid: no such file or directory"], ours.stderr
+
+
+def test_a_log_file_that_cannot_be_opened_is_one_line_as_nats_server(tmp_path: Path) -> None:
+    ref = run("nats-server", "-p", "-1", "-l", "/proc/no-such-dir/x.log", cwd=tmp_path, timeout=15)
+    ours = run("edged", "run", "-p", "-1", "-l", "/proc/no-such-dir/x.log", cwd=tmp_path, timeout=15)
+    assert (ref.returncode, ours.returncode) == (1, 1), ours.stderr
+    want = "error opening file: open /proc/no-such-dir/x.log: no such file or directory"
+    for r in (ref, ours):  # `YYYY/MM/DD hh:mm:ss message`, Go's log.Fatalf
+        assert r.stderr.count("\n") == 1 and r.stderr.strip().split(" ", 2)[2] == want, r.stderr
