@@ -397,6 +397,7 @@ async def _run(opts: Options) -> int:
         return 1
     except Exception as e:  # any other start failure is one [FTL] line too, never a traceback
         log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
+        log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
