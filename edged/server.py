@@ -21,6 +21,7 @@ from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
 from edged.connection import Connection
+from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
 from edged.log import log
 from edged.options import Options, Permissions
 from edged.receiver import ReadContext
@@ -252,12 +253,17 @@ class Server:
         if o.config_file:
             log.info("Using configuration file: %s", o.config_file)
         if o.pid_file:
-            with open(o.pid_file, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with open(o.pid_file, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                raise StartError(f"Could not write pidfile: {go_os_error('open', e, o.pid_file)}") from None
         if o.tls is not None:
             from edged.tlsconf import server_ssl_context
 
             self.tls_context = server_ssl_context(o.tls)
+        if self.jetstream is not None:
+            prepare_store_dir(self.jetstream.store_dir)  # a clear [FTL] line, not the SQLite open's errno
         for svc in self.services:
             await svc.start()
         from edged.sysreqs import install_system_handlers
@@ -267,7 +273,11 @@ class Server:
             from edged.monitor import MonitorServer
 
             self.monitor = MonitorServer(self)
-            await self.monitor.start()
+            try:
+                await self.monitor.start()
+            except OSError as e:
+                where = go_listen_error(o.http_host or "0.0.0.0", o.http_port, e)
+                raise StartError(f"Can't start monitoring: can't listen to the monitor port: {where}") from None
         await self._start_listeners()
         log.info("Server is ready")
 
@@ -290,15 +300,18 @@ class Server:
                         ssl_handshake_timeout=tls.timeout if handshake_first and tls else None)
 
     async def _listen(self, lst: Listener) -> None:
-        srv = await self.loop.create_server(
-            lst.factory,
-            host=lst.host,
-            port=lst.port if lst.port != -1 else 0,
-            reuse_address=True,
-            ssl=lst.ssl,
-            ssl_handshake_timeout=lst.ssl_handshake_timeout,
-            backlog=1024,
-        )
+        try:
+            srv = await self.loop.create_server(
+                lst.factory,
+                host=lst.host,
+                port=lst.port if lst.port != -1 else 0,
+                reuse_address=True,
+                ssl=lst.ssl,
+                ssl_handshake_timeout=lst.ssl_handshake_timeout,
+                backlog=1024,
+            )
+        except OSError as e:
+            raise listen_error(lst.host, lst.port, e) from None
         for s in srv.sockets:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         lst.server = srv
@@ -409,11 +422,15 @@ class Server:
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
-    srv = build(opts)
     try:
+        srv = build(opts)
         await srv.start()
-    except OSError as e:
-        log.critical("Error listening on port: %s", e)
+    except StartError as e:
+        log.critical("%s", e)
+        return 1
+    except Exception as e:  # any other start failure is one [FTL] line too, never a traceback
+        log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
+        log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
@@ -429,7 +446,12 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
 
 def serve(opts: Options, build: Callable[[Options], Server] = Server) -> int:
     """Blocking entry point used by the CLI, which passes the composition root (edged/app.py) as `build`."""
-    logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    try:
+        logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    except OSError as e:  # no logger yet: one line on stderr, as nats-server's log.Fatalf
+        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} error opening file: "
+              f"{go_os_error('open', e, opts.log_file)}", file=sys.stderr)
+        return 1
     if opts.tls is not None and not opts.tls.handshake_first:
         # nats-server's default TLS (plaintext INFO, then the client's ClientHello) needs reading to
         # stay paused between accept and start_tls; uvloop does not always honour that pause, and a
@@ -438,7 +460,8 @@ def serve(opts: Options, build: Callable[[Options], Server] = Server) -> int:
         return asyncio.run(_run(opts, build))
     try:
         import uvloop  # optional speed-up, never required
-
-        return uvloop.run(_run(opts, build))
     except ImportError:
+        uvloop = None
+    if uvloop is None:  # run outside the except block: a start error must not chain to the ImportError
         return asyncio.run(_run(opts, build))
+    return uvloop.run(_run(opts, build))
