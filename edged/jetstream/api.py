@@ -16,7 +16,7 @@ from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, msg_dict, normalize_config
 from edged.protocol import is_valid_literal_subject
 from edged.sublist import subjects_overlap
-from storage.sqlite import SEQ_MASK as MAX_SEQ
+from storage import MAX_SEQ
 
 if TYPE_CHECKING:
     from edged.jetstream.dispatch import ApiRequest
