@@ -103,7 +103,6 @@ class JSAccount:
                 "storage_max_stream_bytes": lim.store_max_stream_bytes,
                 "max_bytes_required": lim.max_bytes_required}
 
-
     # ------------------------------------------------------------------ streams coming and going
 
     def open_stream(self, cfg: dict[str, Any], st: StoreStream, created: int, restored: bool = False) -> Stream:

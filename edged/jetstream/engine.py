@@ -128,7 +128,6 @@ class JetStream:
                 out.append(t)
         return ".".join(out)
 
-
     # ------------------------------------------------------------------ monitoring
 
     def info(self) -> dict[str, Any]:
