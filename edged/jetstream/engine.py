@@ -56,7 +56,6 @@ class JetStream:
         self.file_store: SQLiteStore | None = None
         self.mem_store = MemoryStore()
         self.accounts: dict[str, JSAccount] = {}
-        self.consumer_factory: Callable[..., Any] | None = None
         self.ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.started = 0.0
