@@ -9,6 +9,7 @@
 
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
     Meta,
     Store,
     StoreClosedError,
@@ -25,6 +26,7 @@ from storage.subjects import SubjectFilter, compile_filter, is_literal, subject_
 
 __all__ = [
     "DEFAULT_ACCOUNT",
+    "MAX_SEQ",
     "Meta",
     "MemoryStore",
     "MemoryStream",

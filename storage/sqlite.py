@@ -63,6 +63,8 @@ from typing import Any
 
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
+    SEQ_BITS,
     Meta,
     Store,
     StoreClosedError,
@@ -74,8 +76,7 @@ from storage.base import (
 )
 from storage.subjects import FilterArg, SubjectFilter, compile_filter, to_glob
 
-SEQ_BITS = 44
-SEQ_MASK = (1 << SEQ_BITS) - 1
+SEQ_MASK = MAX_SEQ  # a row key's sequence bits
 MAX_STREAM_ID = (1 << 19) - 1
 DB_NAME = "jetstream.sqlite3"
 SCHEMA_VERSION = 1

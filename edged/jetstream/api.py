@@ -2,34 +2,26 @@
 
 Each handler follows nats-server's request handler of the same name (server/jetstream_api.go): the
 same order of checks, so that a request with several faults gets the same error; the same `type`
-values and field names; `{"error": {...}}` with its codes (errors.py) on failure. Handler attributes
-read by the engine: `arity` (tokens allowed after the prefix: nats-server subscribes e.g.
-`STREAM.INFO.*`, so other forms get no reply), `resp_type`, `err_fields` (fields nats-server's response
-struct always marshals, also next to an error) and `count_ok` (false where nats-server sends a success
-without counting it in the API stats).
+values and field names; `{"error": {...}}` with its codes (errors.py) on failure. What the dispatcher
+reads of a handler is given to dispatch.handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, lookup
+from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, msg_dict, normalize_config
 from edged.protocol import is_valid_literal_subject
 from edged.sublist import subjects_overlap
-from storage.sqlite import SEQ_MASK as MAX_SEQ
+from storage import MAX_SEQ
 
 if TYPE_CHECKING:
     from edged.jetstream.dispatch import ApiRequest
     from edged.jetstream.engine import JetStream
 
-T = "io.nats.jetstream.api.v1."
-NAMES_LIMIT = 1024
-LIST_LIMIT = 256
 MAX_SUBJECT_DETAILS = 100_000
 
 _PAGED = {"total": 0, "offset": 0, "limit": 0}
@@ -73,19 +65,6 @@ _RESTORE_REQUEST = {
                      deleted="[]uint64", lost=_struct("LostStreamData", msgs="[]uint64", bytes="uint64"),
                      consumer_count="int"),
 }
-_decode = msgspec.json.Decoder().decode
-
-
-def handler(prefix: str, rtype: str, arity: tuple[int, int], err_fields: dict[str, Any] | None = None,
-            count_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.prefix = prefix  # type: ignore[attr-defined]
-        f.resp_type = T + rtype  # type: ignore[attr-defined]
-        f.arity = arity  # type: ignore[attr-defined]
-        f.err_fields = err_fields  # type: ignore[attr-defined]
-        f.count_ok = count_ok  # type: ignore[attr-defined]
-        return f
-    return deco
 
 
 def _stream_of(req: ApiRequest) -> Stream:
@@ -94,27 +73,6 @@ def _stream_of(req: ApiRequest) -> Stream:
     if s is None:
         raise api_error("JSStreamNotFoundErr")
     return s
-
-
-def _is_object_or_array(data: bytes) -> bool:
-    """nats-server parses an optional request body only when it starts with `{` or `[`; anything else
-    (empty, garbage) means "no options"."""
-    b = data.lstrip(b" \t\r\n")
-    return bool(b) and b[:1] in (b"{", b"[")
-
-
-def _optional_body(req: ApiRequest, struct: str, types: dict[str, Any]) -> dict[str, Any]:
-    return req.decode(struct, types) if _is_object_or_array(req.data) else {}
-
-
-def _is_empty_request(data: bytes) -> bool:
-    if not data or data == b"{}":
-        return True
-    try:
-        v = _decode(data)
-    except msgspec.DecodeError:
-        return False
-    return isinstance(v, dict) and not v
 
 
 # ------------------------------------------------------------------ account
@@ -171,7 +129,7 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.INFO", "stream_info_response", (1, 1), err_fields=_PAGED)
 def stream_info(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req, "JSApiStreamInfoRequest", _STREAM_INFO_REQUEST)
+    body = req.options("JSApiStreamInfoRequest", _STREAM_INFO_REQUEST)
     details = bool(body.get("deleted_details"))
     subjects_filter = body.get("subjects_filter") or None
     offset = max(int_field(body, "offset"), 0)
@@ -194,7 +152,7 @@ def stream_info(req: ApiRequest) -> dict[str, Any]:
 
 def _streams_page(req: ApiRequest, struct: str) -> tuple[list[Stream], int, int]:
     assert req.jsa is not None
-    body = _optional_body(req, struct, _STREAMS_REQUEST)
+    body = req.options(struct, _STREAMS_REQUEST)
     offset = max(int_field(body, "offset"), 0)
     flt = body.get("subject") or ""
     streams = sorted(req.jsa.streams.values(), key=lambda s: s.name)
@@ -219,7 +177,7 @@ def stream_list(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.DELETE", "stream_delete_response", (1, 1))
 async def stream_delete(req: ApiRequest) -> dict[str, Any]:
-    if not _is_empty_request(req.data):
+    if not req.is_empty():
         raise api_error("JSNotEmptyRequestErr")
     stream = _stream_of(req)
     assert req.jsa is not None
@@ -229,7 +187,7 @@ async def stream_delete(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.PURGE", "stream_purge_response", (1, 1), err_fields={"purged": 0})
 async def stream_purge(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req, "JSApiStreamPurgeRequest", _PURGE_REQUEST)
+    body = req.options("JSApiStreamPurgeRequest", _PURGE_REQUEST)
     seq = int_field(body, "seq")
     keep = int_field(body, "keep")
     if seq > 0 and keep > 0:
@@ -252,7 +210,7 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.MSG.GET", "stream_msg_get_response", (1, 1), count_ok=False)
 def msg_get(req: ApiRequest) -> dict[str, Any]:
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiMsgGetRequest", MSG_GET_REQUEST)
     if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
@@ -278,7 +236,7 @@ def _valid_get(body: dict[str, Any]) -> bool:
 
 @handler("STREAM.MSG.DELETE", "stream_msg_delete_response", (1, 1))
 async def msg_delete(req: ApiRequest) -> dict[str, Any]:
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiMsgDeleteRequest", _MSG_DELETE_REQUEST)
     seq = int_field(body, "seq")
@@ -320,7 +278,7 @@ def stream_peer_remove(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.SNAPSHOT", "stream_snapshot_response", (1, 1))
 def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
     """Not supported: answered with nats-server's checks in its order, then its snapshot error."""
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     _stream_of(req)
     body = req.decode("JSApiStreamSnapshotRequest", _SNAPSHOT_REQUEST)
@@ -332,7 +290,7 @@ def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.RESTORE", "stream_restore_response", (1, 1), err_fields={"deliver_subject": ""})
 def stream_restore(req: ApiRequest) -> dict[str, Any]:
     """Not supported: answered with nats-server's checks in its order, then its restore error."""
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiStreamRestoreRequest", _RESTORE_REQUEST)
     name = req.tokens[0]
@@ -352,6 +310,5 @@ def stream_restore(req: ApiRequest) -> dict[str, Any]:
 def install(js: JetStream) -> None:
     for f in (account_info, stream_create, stream_update, stream_info, stream_names, stream_list, stream_delete,
               stream_purge, msg_get, msg_delete, stream_leader_stepdown, consumer_leader_stepdown,
-              stream_peer_remove, stream_snapshot, stream_restore):
+              stream_peer_remove, stream_snapshot, stream_restore, direct_get):
         js.register_api(f.prefix, f)  # type: ignore[attr-defined]
-    js.register_api("DIRECT.GET", direct_get)

@@ -1,8 +1,8 @@
 """`$JS.API` request routing: the API subscriptions, a request's way to its handler, the reply with the
 fields nats-server's response structs always carry, the API counters and audit advisories.
 
-Handlers (api.py, consumer_api.py, direct.py) register under their subject prefix; the attributes
-read here are described in api.py.
+Handlers (api.py, consumer_api.py, direct.py) are marked with `handler`, which records what the
+dispatcher reads of them, and register under their subject prefix.
 """
 
 from __future__ import annotations
@@ -32,11 +32,36 @@ AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
 # nats-server's JetStream API import leaves requests on subjects starting so to the streams' and consumers'
 # own subscriptions (client.go, processServiceImport): with none, nobody answers
 _OWN_LISTENERS = ("DIRECT.GET", "CONSUMER.MSG.NEXT.")
+TYPE_PREFIX = "io.nats.jetstream.api.v1."  # of every response's `type`
+NAMES_LIMIT = 1024  # a page of a NAMES response, as nats-server's JSApiNamesLimit
+LIST_LIMIT = 256  # a page of a LIST response (JSApiListLimit)
 _encode = msgspec.json.Encoder().encode
 _decoder = msgspec.json.Decoder()
 
 
+def handler(prefix: str, rtype: str = "", arity: tuple[int, int] | None = None,
+            err_fields: dict[str, Any] | None = None,
+            count_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark the handler of `$JS.API.<prefix>...`. `rtype`: its response's type (TYPE_PREFIX + rtype);
+    none for a handler that answers on its own (a direct get, a pull request), which needs a reply
+    subject to run. `arity`: the tokens allowed after the prefix (nats-server subscribes e.g.
+    `STREAM.INFO.*`, so other forms get no reply). `err_fields`: fields nats-server's response struct
+    always marshals, also next to an error. `count_ok`: false where nats-server sends a success
+    without counting it in the API stats."""
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.prefix = prefix  # type: ignore[attr-defined]
+        f.resp_type = TYPE_PREFIX + rtype if rtype else ""  # type: ignore[attr-defined]
+        f.arity = arity  # type: ignore[attr-defined]
+        f.err_fields = err_fields  # type: ignore[attr-defined]
+        f.count_ok = count_ok  # type: ignore[attr-defined]
+        return f
+    return deco
+
+
 class ApiRequest:
+    """A `$JS.API` request as its handler gets it: the account's JetStream, the tokens after the handler's
+    prefix, the reply subject and the body, with nats-server's ways of reading the body."""
+
     __slots__ = ("js", "account", "jsa", "subject", "tokens", "reply", "hdr", "data", "client_info")
 
     def __init__(self, js: JetStream, account: Account, jsa: JSAccount | None, subject: str, tokens: list[str],
@@ -63,6 +88,27 @@ class ApiRequest:
                                                        f"type server.{struct}")
             yield doc, v
 
+    def is_empty(self) -> bool:
+        """nats-server's isEmptyRequest: no body, or an empty JSON object."""
+        data = self.data
+        if not data or data == b"{}":
+            return True
+        try:
+            v = _decoder.decode(data)
+        except msgspec.DecodeError:
+            return False
+        return isinstance(v, dict) and not v
+
+    def has_options(self) -> bool:
+        """nats-server parses an optional request body only when it starts with `{` or `[`; anything else
+        (empty, garbage) means "no options"."""
+        b = self.data.lstrip(b" \t\r\n")
+        return bool(b) and b[:1] in (b"{", b"[")
+
+    def options(self, struct: str, types: dict[str, Any]) -> dict[str, Any]:
+        """An optional body (see has_options) decoded as `decode` does; none is {}."""
+        return self.decode(struct, types) if self.has_options() else {}
+
     def decode(self, struct: str, types: dict[str, Any]) -> dict[str, Any]:
         """The body as nats-server reads the request struct `struct` (fields' JSON names and Go types in
         `types`): every value decoded over the ones before with Go's rules, a key the struct has no
@@ -71,7 +117,6 @@ class ApiRequest:
         for doc, raw in self.values(struct):
             merge(out, decode_fields(doc, types, struct, raw=raw))
         return out
-
 
 
 class Dispatcher:
@@ -86,8 +131,8 @@ class Dispatcher:
         self.api_errors = 0
         self.api_inflight = 0
 
-    def register(self, prefix: str, handler: Callable[[ApiRequest], Any]) -> None:
-        self.handlers[prefix] = handler
+    def register(self, prefix: str, fn: Callable[[ApiRequest], Any]) -> None:
+        self.handlers[prefix] = fn
 
     def subscribe(self, acc: Account) -> None:
         ic = acc.internal
