@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION
 from edged.accounts import Account, Subscription, run_receivers
+from edged.goformat import rfc3339, rtt_text
 from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
 from edged.protocol import CRLF, Framer, frame_run, more_of_run
@@ -1186,7 +1187,7 @@ class LeafConnection(SlicedReads):
             "account": self.account.name,
             "ip": self.host,
             "port": self.port,
-            "rtt": _go_duration(self.rtt),
+            "rtt": rtt_text(self.rtt),
             "in_msgs": self.in_msgs,
             "out_msgs": self.out_msgs,
             "in_bytes": self.in_bytes,
@@ -1222,16 +1223,6 @@ def _valid_sub_subject(subject: str) -> bool:
         if not t or (t == ">" and i != len(toks) - 1):
             return False
     return True
-
-
-def _go_duration(sec: float) -> str:
-    if sec <= 0:
-        return "0s"
-    if sec < 1e-3:
-        return f"{sec * 1e6:.3f}µs"
-    if sec < 1:
-        return f"{sec * 1e3:.6g}ms"
-    return f"{sec:.6g}s"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1576,7 +1567,7 @@ class LeafNodeManager:
         leafs = [c.leaf_info(subs) for c in self.connections if not account or c.account.name == account]
         return {
             "server_id": self.server.server_id,
-            "now": _rfc3339(time.time()),
+            "now": rfc3339(time.time()),
             "leafnodes": len(leafs),
             "leafs": leafs,
         }
@@ -1608,6 +1599,3 @@ class LeafNodeManager:
             + (f": {lk.last_error}" if lk.last_error else "") for lk in down
         )
 
-
-def _rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e9):09d}Z"

@@ -12,7 +12,6 @@ one request per connection, bounded header size and read time. It owns no monito
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from edged import SERVER_VERSION, __version__
 from edged.accounts import GLOBAL_ACCOUNT
+from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.log import log
 
 if TYPE_CHECKING:
@@ -63,81 +63,7 @@ class MonitorError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Go formatting helpers (pure)
-
-
-def rfc3339(t: float | None) -> str:
-    """Go's time.Time JSON form (RFC 3339 with nanoseconds, trailing zeros trimmed, UTC)."""
-    if t is None or t <= 0:
-        return "0001-01-01T00:00:00Z"
-    secs = int(t)
-    frac = round((t - secs) * 1e9)  # split first: t * 1e9 would lose the fraction's precision
-    if frac >= 1_000_000_000:
-        secs, frac = secs + 1, frac - 1_000_000_000
-    base = _dt.datetime.fromtimestamp(secs, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        return f"{base}.{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
-
-
-def _fmt_frac(v: int, prec: int) -> str:
-    """v / 10**prec with trailing zeros (and a bare point) removed, as Go's Duration.String does."""
-    whole, frac = divmod(v, 10**prec)
-    if not frac:
-        return str(whole)
-    return f"{whole}.{frac:0{prec}d}".rstrip("0")
-
-
-def go_duration(ns: int) -> str:
-    """Go's time.Duration.String(): "0s", "729µs", "1.5ms", "2m3.25s", "1h0m0s"."""
-    ns = int(ns)
-    if ns == 0:
-        return "0s"
-    neg = ns < 0
-    u = -ns if neg else ns
-    if u < 1_000_000_000:
-        if u < 1_000:
-            s = f"{u}ns"
-        elif u < 1_000_000:
-            s = _fmt_frac(u, 3) + "µs"
-        else:
-            s = _fmt_frac(u, 6) + "ms"
-    else:
-        h, rem = divmod(u, 3600 * 1_000_000_000)
-        m, rem = divmod(rem, 60 * 1_000_000_000)
-        sec = _fmt_frac(rem, 9) + "s"
-        if h:
-            s = f"{h}h{m}m{sec}"
-        elif m:
-            s = f"{m}m{sec}"
-        else:
-            s = sec
-    return "-" + s if neg else s
-
-
-def uptime_text(seconds: float) -> str:
-    """nats-server's myUptime: whole seconds with y/d/h/m/s units, e.g. "1m2s", "3d4h0m1s"."""
-    tsecs = max(0, int(seconds))
-    tmins, thrs = tsecs // 60, tsecs // 3600
-    tdays = thrs // 24
-    tyrs = tdays // 365
-    if tyrs > 0:
-        return f"{tyrs}y{tdays % 365}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if tdays > 0:
-        return f"{tdays}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if thrs > 0:
-        return f"{thrs}h{tmins % 60}m{tsecs % 60}s"
-    if tmins > 0:
-        return f"{tmins}m{tsecs % 60}s"
-    return f"{tsecs}s"
-
-
-def rtt_text(rtt_seconds: float) -> str:
-    """A connection RTT as nats-server prints it: microsecond precision below 1ms, else nanoseconds."""
-    ns = int(rtt_seconds * 1e9)
-    if 1_000 < ns < 1_000_000:
-        ns -= ns % 1_000
-    return go_duration(ns)
+# JSON as Go's encoding/json writes it (pure)
 
 
 def _go_numbers(v: Any) -> Any:

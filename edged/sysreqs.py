@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
+from edged import goformat as G
 from edged import monitor as M
 from edged.log import log
 
@@ -62,7 +63,7 @@ class SystemHandlers:
             # JetStreamEnabled | BinaryStreamSnapshot capability bits, as nats-server sets them together
             "flags": 3 if js else 0,
             "seq": self.seq,
-            "time": M.rfc3339(time.time()),
+            "time": G.rfc3339(time.time()),
         }
         return si
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.goformat import go_duration
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import go_kind, go_quote
 from edged.jetstream.stream import format_time, valid_asset_name
-from edged.monitor import go_duration
 from edged.protocol import is_valid_subject
 from edged.sublist import subject_matches
 
