@@ -16,6 +16,7 @@ from edged import protocol as P
 from edged.accounts import Account, Declined, Deferred, Subscription
 from edged.log import TRACE, log
 from edged.reads import SlicedReads
+from edged.subjects import is_valid_literal_subject, is_valid_queue, is_valid_subject, subject_matches
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -297,7 +298,7 @@ class ClientConnection(SlicedReads):
                 self.close("Protocol Violation")
                 return
             self.in_bytes += len(hdr)
-        if self.pedantic and not P.is_valid_literal_subject(subject):
+        if self.pedantic and not is_valid_literal_subject(subject):
             self.send_err("Invalid Publish Subject")
         perms = self.perms
         if perms is not None and not perms.can_publish(subject):
@@ -316,7 +317,7 @@ class ClientConnection(SlicedReads):
                 return
         if reply and self.no_responders:
             for sub in self.subs.values():
-                if sub.queue is None and _matches(sub.subject, reply):
+                if sub.queue is None and subject_matches(sub.subject, reply):
                     self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))
                     break
 
@@ -327,7 +328,7 @@ class ClientConnection(SlicedReads):
         perms = self.perms
         if (
             self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or (reply and self.no_responders)
             or self.account is None
@@ -358,7 +359,7 @@ class ClientConnection(SlicedReads):
         if (
             len(payloads) == 1
             or self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or acc is None
             or not acc.route_replies(subject, subject_b, replies, payloads, self)
@@ -392,7 +393,7 @@ class ClientConnection(SlicedReads):
             log.error("%s:%d - cid:%d - maximum subscriptions exceeded", self.host, self.port, self.cid)
             self.send_err("maximum subscriptions exceeded")
             return
-        if not P.is_valid_subject(subject) or (queue is not None and not _valid_queue(queue)):
+        if not is_valid_subject(subject) or (queue is not None and not is_valid_queue(queue)):
             self.send_err("Invalid Subject")
             return
         perms = self.perms
@@ -654,12 +655,3 @@ def _quote(s: str) -> str:
     """Go's %q for the subject strings that appear in -ERR texts."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-
-def _valid_queue(q: str) -> bool:
-    return bool(q) and not any(c in q for c in " \t\r\n")
-
-
-def _matches(pattern: str, subject: str) -> bool:
-    from edged.sublist import subject_matches
-
-    return subject_matches(pattern, subject)

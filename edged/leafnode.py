@@ -31,7 +31,7 @@ from edged.log import TRACE, log
 from edged.options import RemoteLeafOpts, TLSConfig
 from edged.protocol import CRLF, Framer, frame_run, more_of_run
 from edged.reads import SlicedReads
-from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
+from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -343,44 +343,6 @@ def decode_js_ack_reply(subject: bytes, reply: bytes) -> tuple[bytes, bytes]:
 # subject filters
 
 
-class SubjectFilter:
-    """Allow/deny lists as nats-server applies them to a leaf link (allow None = everything)."""
-
-    __slots__ = ("allow", "deny", "_cache")
-
-    def __init__(self, allow: list[str] | None = None, deny: list[str] | None = None) -> None:
-        self.allow = list(allow) if allow is not None else None
-        self.deny = list(deny or ())
-        self._cache: dict[str, bool] = {}
-
-    @property
-    def empty(self) -> bool:
-        return self.allow is None and not self.deny
-
-    def allows(self, subject: str) -> bool:
-        """For a literal subject (a message)."""
-        r = self._cache.get(subject)
-        if r is None:
-            r = (self.allow is None or any(subject_matches(a, subject) for a in self.allow)) and not any(
-                subject_matches(d, subject) for d in self.deny
-            )
-            if len(self._cache) > 8192:
-                self._cache.clear()
-            self._cache[subject] = r
-        return r
-
-    def allows_interest(self, subject: str) -> bool:
-        """For a subscription subject, which may hold wildcards: literal ones must be allowed outright,
-        wildcard ones only need to overlap the allow list (deliveries are filtered per message)."""
-        if any(subject_is_subset(subject, d) for d in self.deny):
-            return False
-        if self.allow is None:
-            return True
-        if "*" in subject.split(".") or subject.endswith(">"):
-            return any(subjects_overlap(subject, a) for a in self.allow)
-        return any(subject_matches(a, subject) for a in self.allow)
-
-
 def _perm(d: Any) -> tuple[list[str] | None, list[str]]:
     if not isinstance(d, dict):
         return None, []
@@ -537,8 +499,8 @@ class LeafConnection(SlicedReads):
         self.subs: dict[str, Subscription] = {}
         # local interest advertised: (subject, queue) -> count of local subs
         self.smap: dict[tuple[str, str | None], int] = {}
-        self.export = SubjectFilter(None, link.remote.deny_exports)
-        self.import_ = SubjectFilter(None, link.remote.deny_imports)
+        self.export = AllowDenyFilter(None, link.remote.deny_exports)
+        self.import_ = AllowDenyFilter(None, link.remote.deny_imports)
         self._own_domain_prefix = link.own_domain_prefix
         # the last message written, to merge further deliveries of the same router pass (see deliver)
         self._last_subject: bytes | None = None
@@ -547,8 +509,8 @@ class LeafConnection(SlicedReads):
         self._last_payload: bytes | None = None
         self._last_subs: tuple[Subscription, ...] = ()
         self._last_idx = 0
-        self._exp: SubjectFilter | None = None
-        self._deny_imp = SubjectFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
+        self._exp: AllowDenyFilter | None = None
+        self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
         own = link.own_domain_prefix
         self._out_deny: tuple[bytes, ...] = _JS_DENY_PREFIX + ((own,) if own else ())
         self._in_special: tuple[bytes, ...] = _JS_DENY_PREFIX + ((own,) if own else ())
@@ -748,8 +710,8 @@ class LeafConnection(SlicedReads):
         remote = self.link.remote
         imp_allow, imp_deny = _perm(info.get("import"))
         exp_allow, exp_deny = _perm(info.get("export"))
-        self.import_ = SubjectFilter(imp_allow, imp_deny + list(remote.deny_imports))
-        self.export = SubjectFilter(exp_allow, exp_deny + list(remote.deny_exports))
+        self.import_ = AllowDenyFilter(imp_allow, imp_deny + list(remote.deny_imports))
+        self.export = AllowDenyFilter(exp_allow, exp_deny + list(remote.deny_exports))
         self._exp = None if self.export.empty else self.export
         if info.get("acc_is_sys") and not self.link.is_system_account:
             log.warning("Leafnode %s: local account %r is bound to the hub's system account", self.url.hostport,
@@ -802,7 +764,7 @@ class LeafConnection(SlicedReads):
         if subject.startswith(LDS_PREFIX) and subject == self.link.lds_subject:
             self._loop_detected()
             return
-        if not _valid_sub_subject(subject) or (queue is not None and not queue):
+        if not is_valid_subject(subject) or (queue is not None and not queue):
             log.debug("Leafnode %s: ignoring invalid LS+ %r", self.url.hostport, subject)
             return
         if self.link.deny_outbound_interest(subject) or not self.export.allows_interest(subject):
@@ -1213,16 +1175,6 @@ def _deliver_one(group: tuple, origin: Any, subject: bytes, reply: bytes, hdr: b
         if sub.max and sub.delivered >= sub.max:
             conn.auto_unsubscribe(sub)
         return
-
-
-def _valid_sub_subject(subject: str) -> bool:
-    if not subject or any(c in subject for c in " \t\r\n"):
-        return False
-    toks = subject.split(".")
-    for i, t in enumerate(toks):
-        if not t or (t == ">" and i != len(toks) - 1):
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from edged import SERVER_VERSION, __version__
 from edged.accounts import GLOBAL_ACCOUNT
 from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.log import log
+from edged.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -712,8 +713,6 @@ def connz(server: Server, o: ConnzOptions | None = None) -> dict[str, Any]:
         open_conns = [c for c in open_conns if getattr(c, "mqtt_client", "") == o.mqtt_client]
         closed = [c for c in closed if c.get("mqtt_client") == o.mqtt_client]
     if filt:
-        from edged.sublist import subjects_overlap
-
         open_conns = [c for c in open_conns if any(subjects_overlap(filt, s.subject) for s in c.subs.values())]
 
     infos = [_conn_info_open(c, now, o) for c in open_conns]
@@ -754,8 +753,6 @@ class SubszOptions:
 
 def subsz(server: Server, o: SubszOptions | None = None) -> dict[str, Any]:
     o = o or SubszOptions()
-    from edged.protocol import is_valid_literal_subject
-    from edged.sublist import subject_matches
 
     offset = max(0, o.offset)
     limit = o.limit if o.limit > 0 else DEFAULT_SUB_LIST_SIZE

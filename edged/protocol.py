@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 import re
 
+# re-exported until edged/jetstream imports them from edged.subjects
+from edged.subjects import is_valid_literal_subject, is_valid_subject  # noqa: F401
+
 # event op codes
 OP_PUB = 1  # (OP_PUB, subject, reply, hdr|None, payload)
 OP_SUB = 2  # (OP_SUB, subject, queue|None, sid)
@@ -519,33 +522,3 @@ def hmsg_head(subject: bytes, sid: bytes, reply: bytes, hsize: int, size: int) -
     if reply:
         return b"HMSG %s %s %s %d %d\r\n" % (subject, sid, reply, hsize, hsize + size)
     return b"HMSG %s %s %d %d\r\n" % (subject, sid, hsize, hsize + size)
-
-
-# ---------------------------------------------------------------------------------------------
-# subjects
-
-
-def is_valid_subject(subject: str, check_runes: bool = False) -> bool:
-    """A subscription subject: non-empty tokens, `>` only last, wildcards only as whole tokens."""
-    if not subject or " " in subject or "\t" in subject or "\r" in subject or "\n" in subject:
-        return False
-    tokens = subject.split(".")
-    last = len(tokens) - 1
-    for i, t in enumerate(tokens):
-        if not t:
-            return False
-        if len(t) > 1 and (">" in t or "*" in t):
-            # nats-server allows '*' or '>' inside a longer token as a literal character
-            continue
-        if t == ">" and i != last:
-            return False
-    return True
-
-
-def is_valid_literal_subject(subject: str) -> bool:
-    if not is_valid_subject(subject):
-        return False
-    for t in subject.split("."):
-        if t == "*" or t == ">":
-            return False
-    return True

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# subject_is_subset / subjects_overlap re-exported until edged/jetstream imports them from edged.subjects
+from edged.subjects import subject_is_subset, subject_matches, subjects_overlap  # noqa: F401
+
 CACHE_MAX = 4096
 PARENTS_MAX = 1024  # parents of missed subjects followed at once (see Sublist.match)
 PARENT_MISSES = 4  # different subjects under one parent missed before its memo is tried
@@ -36,57 +39,6 @@ class _Level:
 
     def empty(self) -> bool:
         return not self.nodes and self.pwc is None and self.fwc is None
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """Does literal `subject` match `pattern` (which may hold wildcards)?"""
-    if pattern == subject:
-        return True
-    pt = pattern.split(".")
-    st = subject.split(".")
-    for i, p in enumerate(pt):
-        if p == ">":
-            return len(st) > i
-        if i >= len(st):
-            return False
-        if p != "*" and p != st[i]:
-            return False
-    return len(pt) == len(st)
-
-
-def subjects_overlap(a: str, b: str) -> bool:
-    """Could some literal subject match both patterns?"""
-    at = a.split(".")
-    bt = b.split(".")
-    for i in range(max(len(at), len(bt))):
-        x = at[i] if i < len(at) else None
-        y = bt[i] if i < len(bt) else None
-        if x == ">" or y == ">":
-            return x is not None and y is not None
-        if x is None or y is None:
-            return False
-        if x != y and x != "*" and y != "*":
-            return False
-    return True
-
-
-def subject_is_subset(sub: str, of: str) -> bool:
-    """Is every subject matched by `sub` also matched by `of`?"""
-    st = sub.split(".")
-    ot = of.split(".")
-    for i, o in enumerate(ot):
-        if o == ">":
-            return len(st) > i
-        if i >= len(st):
-            return False
-        s = st[i]
-        if s == ">":
-            return False
-        if o == "*":
-            continue
-        if s != o:
-            return False
-    return len(st) == len(ot)
 
 
 class Sublist:

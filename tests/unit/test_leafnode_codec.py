@@ -27,7 +27,6 @@ from edged.leafnode import (
     OP_PING,
     OP_PONG,
     LeafParser,
-    SubjectFilter,
     connect_line,
     decode_js_ack_reply,
     ls_minus,
@@ -38,6 +37,7 @@ from edged.leafnode import (
     sign_nonce,
 )
 from edged.proxy import connect_request, parse_response_head
+from edged.subjects import AllowDenyFilter
 from tests.support.leaf import creds_text, new_kp
 
 INFO = (b'INFO {"server_id":"N","server_name":"hub1","version":"2.15.1","proto":3,"client_id":6,'
@@ -174,12 +174,12 @@ def test_url_parsing() -> None:
 
 
 def test_subject_filter() -> None:
-    f = SubjectFilter(["up.>", "_INBOX.>"], ["up.secret"])
+    f = AllowDenyFilter(["up.>", "_INBOX.>"], ["up.secret"])
     assert f.allows("up.a") and f.allows("_INBOX.x.y")
     assert not f.allows("up.secret") and not f.allows("down")
     assert f.allows_interest("up.*") and f.allows_interest(">")  # wildcards only need to overlap
     assert not f.allows_interest("down.x") and not f.allows_interest("up.secret")
-    assert SubjectFilter().empty and SubjectFilter().allows("anything")
+    assert AllowDenyFilter().empty and AllowDenyFilter().allows("anything")
 
 
 def test_creds_and_signature() -> None:
