@@ -15,7 +15,6 @@ import base64
 import json
 import os
 import random
-import re
 import socket
 import ssl
 import time
@@ -26,12 +25,14 @@ from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION
 from edged.accounts import Account, Subscription, run_receivers
+from edged.creds import read_creds_file
 from edged.goformat import rfc3339, rtt_text
 from edged.log import TRACE, log
-from edged.options import RemoteLeafOpts, TLSConfig
+from edged.options import RemoteLeafOpts
 from edged.protocol import CRLF, Framer, frame_run, more_of_run
 from edged.reads import SlicedReads
 from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
+from edged.tlsconf import client_ssl_context
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -396,31 +397,6 @@ def parse_leaf_url(url: str) -> LeafURL:
     return LeafURL(scheme, host, port, user, password, u.path.rstrip("/"))
 
 
-_CREDS_RE = re.compile(rb"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(?:\r?\n|\Z)))")
-
-
-def read_creds(path: str) -> tuple[str, bytes]:
-    """(user JWT, seed) from a .creds file."""
-    try:
-        from edged import creds as credsmod  # the project's creds module, when present
-
-        fn = getattr(credsmod, "read_creds_file", None) or getattr(credsmod, "load_creds", None)
-        if fn is not None:
-            r = fn(path)
-            if isinstance(r, tuple) and len(r) == 2:
-                jwt, seed = r
-                return (jwt.decode() if isinstance(jwt, bytes) else str(jwt),
-                        seed if isinstance(seed, bytes) else str(seed).encode())
-    except ImportError:
-        pass
-    with open(path, "rb") as f:
-        data = f.read()
-    items = _CREDS_RE.findall(data)
-    if len(items) < 2:
-        raise ValueError(f"credentials file {path!r} malformed")
-    return items[0].decode(), items[1]
-
-
 def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
     """(public key, signature) — the signature is over the nonce's ASCII bytes, base64 RawURL (§9.3)."""
     import nkeys
@@ -432,28 +408,6 @@ def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
     finally:
         kp.wipe()
     return pub, base64.urlsafe_b64encode(sig).rstrip(b"=").decode()
-
-
-def client_ssl_context(tls: TLSConfig | None) -> ssl.SSLContext:
-    try:
-        from edged import tlsconf
-
-        fn = getattr(tlsconf, "client_ssl_context", None)
-        if fn is not None and tls is not None:
-            return fn(tls)
-    except ImportError:
-        pass
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    if tls is not None:
-        if tls.ca_file:
-            ctx.load_verify_locations(cafile=tls.ca_file)
-        if tls.cert_file:
-            ctx.load_cert_chain(tls.cert_file, tls.key_file or None)
-        if tls.insecure:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-    return ctx
 
 
 def _is_ip(host: str) -> bool:
@@ -669,7 +623,7 @@ class LeafConnection(SlicedReads):
             c["deny_pub"] = list(remote.deny_imports)
         try:
             if remote.credentials:
-                jwt, seed = read_creds(remote.credentials)
+                jwt, seed = read_creds_file(remote.credentials)
                 _, sig = sign_nonce(seed, self.nonce)
                 c["jwt"] = jwt
                 c["sig"] = sig
@@ -1116,6 +1070,9 @@ class LeafConnection(SlicedReads):
                 pass
         self.closed = True
         self.close_reason = reason
+        if reason == "Stale Connection":
+            self.server.stale_connections += 1
+            self.server.stale_leafs += 1
         self._cancel_timers()
         if self._ping_handle is not None:
             self._ping_handle.cancel()

@@ -47,6 +47,8 @@ class Server:
         self.tls_context: ssl.SSLContext | None = None
         self.tls_required = opts.tls is not None
         self.slow_consumers = 0
+        self.stale_connections = 0  # closed for unanswered PINGs (nats-server's varz stale_connections)
+        self.stale_leafs = 0  # of which leafnode connections
         self.auth_errors = 0
         self.total_connections = 0
         self.lame_duck = False
@@ -147,6 +149,8 @@ class Server:
             info = conn.info()
             info["stop"] = time.time()
             info["reason"] = conn.close_reason
+            if conn.close_reason == "Stale Connection":
+                self.stale_connections += 1
             self.closed_clients.append(info)
             if len(self.closed_clients) > 10000:
                 del self.closed_clients[:1000]
@@ -233,11 +237,11 @@ class Server:
             self.tls_context = server_ssl_context(o.tls)
         for svc in self.services:
             await svc.start()
-        from edged.sysreqs import install_system_handlers
+        from edged.monitor.sysreqs import install_system_handlers
 
         install_system_handlers(self)
         if o.http_port:
-            from edged.monitor import MonitorServer
+            from edged.monitor.httpserver import MonitorServer
 
             self.monitor = MonitorServer(self)
             await self.monitor.start()

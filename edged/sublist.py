@@ -299,6 +299,16 @@ class Sublist:
     def cache_size(self) -> int:
         return len(self._cache)
 
+    def cache_fanout(self) -> tuple[int, int, int]:
+        """(cached results, their total fanout, the largest): nats-server's SublistStats fanout figures."""
+        tot = mx = 0
+        for psubs, qsubs in list(self._cache.values()):
+            n = len(psubs) + len(qsubs)
+            tot += n
+            if n > mx:
+                mx = n
+        return len(self._cache), tot, mx
+
 
 def _result(psubs: list, qgroups: dict[str, list]) -> tuple[tuple, tuple]:
     if qgroups:

@@ -456,7 +456,7 @@ def sys_opts() -> Options:
 
 
 def test_sys_requests():
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         srv = await start_edged(sys_opts())
@@ -539,7 +539,7 @@ def test_sys_requests():
 
 
 def test_sys_requests_need_a_system_account():
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         srv = await start_edged(opts(no_system_account=True))
@@ -714,7 +714,7 @@ def test_differential_sys_requests():
 accounts { SYS { users [{user: sys, password: sys}] }, A { users [{user: a, password: a}] } }
 system_account: SYS
 """
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         ns = ServerProcess("nats-server", config=conf).start()

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edged import leafnode_ws as W
+from edged.creds import read_creds_file
 from edged.leafnode import (
     OP_ERR,
     OP_ERROR,
@@ -33,7 +34,6 @@ from edged.leafnode import (
     ls_plus,
     msg_head,
     parse_leaf_url,
-    read_creds,
     sign_nonce,
 )
 from edged.proxy import connect_request, parse_response_head
@@ -186,7 +186,7 @@ def test_creds_and_signature() -> None:
     kp = new_kp(nkeys.PREFIX_BYTE_USER)
     with tempfile.NamedTemporaryFile("w", suffix=".creds", delete=False) as f:
         f.write(creds_text("eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln", kp.seed).replace("\n", "\r\n"))
-    jwt, seed = read_creds(f.name)
+    jwt, seed = read_creds_file(f.name)
     os.unlink(f.name)
     assert jwt == "eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln" and seed == kp.seed
     pub, sig = sign_nonce(seed, "XsDmym9xAAt_mGM")
@@ -197,7 +197,7 @@ def test_creds_and_signature() -> None:
     with tempfile.NamedTemporaryFile("w", delete=False) as f:
         f.write("no creds here")
     with pytest.raises(ValueError, match="malformed"):
-        read_creds(f.name)
+        read_creds_file(f.name)
     os.unlink(f.name)
 
 
