@@ -23,7 +23,8 @@ from edged.sublist import subject_is_subset, subjects_overlap
 from storage import StoreError, StoreFullError
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import JetStream, JSAccount
+    from edged.jetstream.account import JSAccount
+    from edged.jetstream.engine import JetStream
 
 MAX_NAME_LEN = 255
 MAX_DESCRIPTION_LEN = 4096
@@ -332,6 +333,8 @@ class Stream:
 
     def __init__(self, js: JetStream, jsa: JSAccount, config: dict[str, Any], store: Any, created: int) -> None:
         self.js = js
+        self.space = js.space
+        self.pubacks = js.pubacks
         self.jsa = jsa
         self.account = jsa.account
         self.name: str = config["name"]
@@ -344,7 +347,7 @@ class Stream:
         # subject -> (last seq, size) when max_msgs_per_subject is 1, and the store epoch it is from
         self._last_of: dict[str, tuple[int, int]] = {}
         self._last_of_epoch = -1
-        # the store epoch the limits were last applied in: see JetStream._tick
+        # the store epoch the limits were last applied in: see lifecycle.tick
         self.limits_epoch = store.epoch
         self.last_msg_id = ""
         self.closed = False
@@ -408,7 +411,7 @@ class Stream:
 
     def _refused(self, rep: str, e: JSApiError) -> None:
         if rep and not self.no_ack:
-            self.js.reply_in_order(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0},
+            self.pubacks.reply_in_order(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0},
                                    self.store.durable())
 
     def _discard_new(self, subject: str, size: int, rollup: bool) -> None:
@@ -434,7 +437,7 @@ class Stream:
 
     def _check_room(self, size: int) -> None:
         """The disk (a full one refuses file streams) and the account's JetStream limits."""
-        if self.js.store_full and self.file:
+        if self.space.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
@@ -495,7 +498,7 @@ class Stream:
                 prev = self.dedupe.get(msg_id)
                 if prev is not None and time.time_ns() - prev[1] < self.dup_window:
                     if reply and not self.no_ack:
-                        self.js.reply_in_order(self.jsa, reply, self.js.puback(self.name, prev[0], True),
+                        self.pubacks.reply_in_order(self.jsa, reply, self.pubacks.puback(self.name, prev[0], True),
                                                store.durable())
                     return
             elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
@@ -567,10 +570,10 @@ class Stream:
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
             if hasattr(committed, "add_done_callback"):
-                self.js.ack_after(committed, self.jsa, reply, self.name, seq)
+                self.pubacks.ack_after(committed, self.jsa, reply, self.name, seq)
             else:  # a memory stream: stored already
-                self.js.send_ack(self.jsa, reply, self.name, seq)
-                self.js.spin()
+                self.pubacks.send_ack(self.jsa, reply, self.name, seq)
+                self.pubacks.spin()
 
     def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
         src, dest, headers_only = self.republish  # type: ignore[misc]
