@@ -17,9 +17,6 @@ from __future__ import annotations
 import json
 import re
 
-# re-exported until edged/jetstream imports them from edged.subjects
-from edged.subjects import is_valid_literal_subject, is_valid_subject  # noqa: F401
-
 # event op codes
 OP_PUB = 1  # (OP_PUB, subject, reply, hdr|None, payload)
 OP_SUB = 2  # (OP_SUB, subject, queue|None, sid)

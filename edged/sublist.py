@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# subject_is_subset / subjects_overlap re-exported until edged/jetstream imports them from edged.subjects
-from edged.subjects import subject_is_subset, subject_matches, subjects_overlap  # noqa: F401
+from edged.subjects import subject_matches
 
 CACHE_MAX = 4096
 PARENTS_MAX = 1024  # parents of missed subjects followed at once (see Sublist.match)

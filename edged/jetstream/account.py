@@ -15,7 +15,7 @@ import msgspec
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, check_update
 from edged.log import log
-from edged.sublist import subject_matches, subjects_overlap
+from edged.subjects import subject_matches, subjects_overlap
 from storage import StreamExistsError
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edged import protocol as P
+from edged.subjects import is_valid_literal_subject, is_valid_subject
 
 
 def feed_all(data: bytes, chunks: list[int] | None = None, **kw) -> list[tuple]:
@@ -100,13 +101,13 @@ def test_encoders():
 
 
 def test_subject_validation():
-    assert P.is_valid_subject("foo.*.>")
-    assert not P.is_valid_subject("foo..bar")
-    assert not P.is_valid_subject("foo.>.bar")
-    assert not P.is_valid_subject("")
-    assert not P.is_valid_subject(".foo")
-    assert P.is_valid_literal_subject("foo.bar")
-    assert not P.is_valid_literal_subject("foo.*")
+    assert is_valid_subject("foo.*.>")
+    assert not is_valid_subject("foo..bar")
+    assert not is_valid_subject("foo.>.bar")
+    assert not is_valid_subject("")
+    assert not is_valid_subject(".foo")
+    assert is_valid_literal_subject("foo.bar")
+    assert not is_valid_literal_subject("foo.*")
 
 
 msgs = st.lists(
