@@ -35,6 +35,7 @@ from edged.protocol import (
     msg_head,
 )
 from edged.receiver import KIND_CLIENT, Message, Subscription
+from edged.subjects import is_valid_literal_subject, is_valid_queue, is_valid_subject, subject_matches
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -252,7 +253,7 @@ class ClientConnection(Connection):
                 self.close("Protocol Violation")
                 return
             self.in_bytes += len(hdr)
-        if self.pedantic and not P.is_valid_literal_subject(subject):
+        if self.pedantic and not is_valid_literal_subject(subject):
             self.send_err("Invalid Publish Subject")
         perms = self.perms
         if perms is not None and not perms.can_publish(subject):
@@ -272,7 +273,7 @@ class ClientConnection(Connection):
                 return
         if reply and self.no_responders:
             for sub in self.subs.values():
-                if sub.queue is None and _matches(sub.subject, reply):
+                if sub.queue is None and subject_matches(sub.subject, reply):
                     self.send_raw(P.no_responders_msg(reply_b, sub.sid_b, subject_b))
                     break
 
@@ -283,7 +284,7 @@ class ClientConnection(Connection):
         perms = self.perms
         if (
             self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or (reply and self.no_responders)
             or self.account is None
@@ -314,7 +315,7 @@ class ClientConnection(Connection):
         if (
             len(payloads) == 1
             or self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or acc is None
             or not acc.route_replies(subject, subject_b, replies, payloads, self)
@@ -348,7 +349,7 @@ class ClientConnection(Connection):
             log.error("%s:%d - cid:%d - maximum subscriptions exceeded", self.host, self.port, self.cid)
             self.send_err("maximum subscriptions exceeded")
             return
-        if not P.is_valid_subject(subject) or (queue is not None and not _valid_queue(queue)):
+        if not is_valid_subject(subject) or (queue is not None and not is_valid_queue(queue)):
             self.send_err("Invalid Subject")
             return
         perms = self.perms
@@ -541,12 +542,3 @@ def _quote(s: str) -> str:
     """Go's %q for the subject strings that appear in -ERR texts."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-
-def _valid_queue(q: str) -> bool:
-    return bool(q) and not any(c in q for c in " \t\r\n")
-
-
-def _matches(pattern: str, subject: str) -> bool:
-    from edged.sublist import subject_matches
-
-    return subject_matches(pattern, subject)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edged.log import log
 from edged.reads import SlicedReads
-from edged.receiver import Receiver, Subscription
+from edged.receiver import KIND_LEAF, Receiver, Subscription
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -210,6 +210,10 @@ class Connection(SlicedReads, Receiver):
                 pass
         self.closed = True
         self.close_reason = reason
+        if reason == "Stale Connection":  # /varz stale_connections, as nats-server counts them
+            self.server.stale_connections += 1
+            if self.kind == KIND_LEAF:
+                self.server.stale_leafs += 1
         self._cancel_timers()
         if self._ping_handle is not None:
             self._ping_handle.cancel()

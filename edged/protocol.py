@@ -561,33 +561,3 @@ def no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
     """The 503 status a requester with `no_responders` gets when nobody took its request."""
     hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
     return hmsg_head(reply, sid, b"", len(hdr), 0) + hdr + CRLF
-
-
-# ---------------------------------------------------------------------------------------------
-# subjects
-
-
-def is_valid_subject(subject: str, check_runes: bool = False) -> bool:
-    """A subscription subject: non-empty tokens, `>` only last, wildcards only as whole tokens."""
-    if not subject or " " in subject or "\t" in subject or "\r" in subject or "\n" in subject:
-        return False
-    tokens = subject.split(".")
-    last = len(tokens) - 1
-    for i, t in enumerate(tokens):
-        if not t:
-            return False
-        if len(t) > 1 and (">" in t or "*" in t):
-            # nats-server allows '*' or '>' inside a longer token as a literal character
-            continue
-        if t == ">" and i != last:
-            return False
-    return True
-
-
-def is_valid_literal_subject(subject: str) -> bool:
-    if not is_valid_subject(subject):
-        return False
-    for t in subject.split("."):
-        if t == "*" or t == ">":
-            return False
-    return True

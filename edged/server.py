@@ -74,6 +74,8 @@ class Server:
         self.tls_context: ssl.SSLContext | None = None
         self.tls_required = opts.tls is not None
         self.slow_consumers = 0
+        self.stale_connections = 0  # closed for unanswered PINGs (nats-server's varz stale_connections)
+        self.stale_leafs = 0  # of which leafnode connections
         self.auth_errors = 0
         self.total_connections = 0
         self.lame_duck = False
@@ -266,11 +268,11 @@ class Server:
             prepare_store_dir(self.jetstream.store_dir)  # a clear [FTL] line, not the SQLite open's errno
         for svc in self.services:
             await svc.start()
-        from edged.sysreqs import install_system_handlers
+        from edged.monitor.sysreqs import install_system_handlers
 
         install_system_handlers(self)
         if o.http_port:
-            from edged.monitor import MonitorServer
+            from edged.monitor.httpserver import MonitorServer
 
             self.monitor = MonitorServer(self)
             try:

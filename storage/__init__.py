@@ -7,6 +7,7 @@
     await committed                                  # the row is in SQLite: send the PubAck
 """
 
+from edged.subjects import CompiledFilter, compile_filter, is_literal, subject_matches
 from storage.base import (
     DEFAULT_ACCOUNT,
     MAX_SEQ,
@@ -22,7 +23,6 @@ from storage.base import (
 )
 from storage.memory import MemoryStore, MemoryStream
 from storage.sqlite import SQLiteStore, SQLiteStream, parse_sync_interval
-from storage.subjects import SubjectFilter, compile_filter, is_literal, subject_matches
 
 __all__ = [
     "DEFAULT_ACCOUNT",
@@ -40,7 +40,7 @@ __all__ = [
     "Stream",
     "StreamExistsError",
     "StreamState",
-    "SubjectFilter",
+    "CompiledFilter",
     "compile_filter",
     "is_literal",
     "parse_sync_interval",

@@ -16,7 +16,7 @@ from edged.jetstream.consumer import Consumer
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, check_update
 from edged.log import log
-from edged.sublist import subject_matches, subjects_overlap
+from edged.subjects import subject_matches, subjects_overlap
 from storage import StreamExistsError
 
 if TYPE_CHECKING:

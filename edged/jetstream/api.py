@@ -14,8 +14,7 @@ from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, looku
 from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, msg_dict, normalize_config
-from edged.protocol import is_valid_literal_subject
-from edged.sublist import subjects_overlap
+from edged.subjects import is_valid_literal_subject, subjects_overlap
 from storage import MAX_SEQ
 
 if TYPE_CHECKING:

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.config import parse_duration
+from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns
-from edged.monitor import go_duration
 from edged.receiver import Message
-from edged.sublist import subject_is_subset, subject_matches
+from edged.subjects import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
 if TYPE_CHECKING:

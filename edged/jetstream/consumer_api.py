@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.goformat import ZERO_TIME, format_time
 from edged.jetstream.consumer import Consumer
 from edged.jetstream.consumer_config import (
     CREATE_REQUEST,
@@ -22,8 +23,8 @@ from edged.jetstream.consumer_config import (
 from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
-from edged.jetstream.stream import format_time, valid_asset_name
-from edged.sublist import subjects_overlap
+from edged.jetstream.stream import valid_asset_name
+from edged.subjects import subjects_overlap
 
 if TYPE_CHECKING:
     from edged.jetstream.dispatch import ApiRequest
@@ -242,19 +243,17 @@ def consumer_next(req: ApiRequest) -> None:
     return None
 
 
-_ZERO_TIME = "0001-01-01T00:00:00Z"
-
 
 @handler("CONSUMER.PAUSE", "consumer_pause_response", (2, 2),
-          err_fields={"paused": False, "pause_until": _ZERO_TIME})
+          err_fields={"paused": False, "pause_until": ZERO_TIME})
 def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
     until = ""
     if req.has_options():
         until = req.decode("JSApiConsumerPauseRequest", {"pause_until": "time"}).get("pause_until") or ""
     _, c = _consumer(req)
-    ns = time_ns(until) if until and until != _ZERO_TIME else 0
-    utc = format_time(ns) if ns else _ZERO_TIME
+    ns = time_ns(until) if until and until != ZERO_TIME else 0
+    utc = format_time(ns) if ns else ZERO_TIME
     cfg = {k: v for k, v in c.config.items() if k != "pause_until"}
     if ns:
         cfg["pause_until"] = utc

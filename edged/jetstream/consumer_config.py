@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from edged.goformat import go_duration
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import GoType, go_quote, time_ns
 from edged.jetstream.stream import valid_asset_name
-from edged.monitor import go_duration
-from edged.protocol import is_valid_subject
-from edged.sublist import subject_matches
+from edged.subjects import is_literal, is_valid_subject, subject_matches
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
@@ -135,7 +134,7 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
     ds = c.get("deliver_subject") or ""
     hb = c.get("idle_heartbeat") or 0
     if ds:
-        if "*" in ds.split(".") or ">" in ds.split("."):
+        if not is_literal(ds):
             raise api_error("JSConsumerDeliverToWildcardsErr")
         if not is_valid_subject(ds):
             raise api_error("JSConsumerInvalidDeliverSubject")

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.goformat import parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.dispatch import handler
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import decode_fields
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns
 
 if TYPE_CHECKING:
     from edged.jetstream.dispatch import ApiRequest

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.accounts import Account
+from edged.goformat import rfc3339ns
 from edged.jetstream.domain import API_PREFIX, api_prefix
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import body_values, decode_fields, go_kind, merge
-from edged.jetstream.stream import rfc3339ns
 from edged.log import log
 from edged.receiver import KIND_CLIENT
 from storage import StoreError, StoreFullError

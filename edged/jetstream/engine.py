@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.goformat import rfc3339ns
 from edged.jetstream import api, consumer_api, lifecycle, monitoring
 from edged.jetstream.dispatch import ApiRequest, Dispatcher
 from edged.jetstream.domain import ACK_PREFIX
 from edged.jetstream.pubacks import PubAcks
 from edged.jetstream.space import Space
-from edged.jetstream.stream import rfc3339ns
-from edged.sublist import subject_matches
 from storage import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -99,36 +98,6 @@ class JetStream:
         if self.domain:
             body.setdefault("domain", self.domain)
         jsa.internal.publish(f"$JS.EVENT.{kind}.{suffix}", _encode(body))
-
-    def transform(self, rule: tuple[str, str], subject: str) -> str:
-        """Subject transform with nats-server's `{{wildcard(n)}}` / `$n` placeholders and `>` tail."""
-        src, dest = rule
-        if not subject_matches(src, subject):
-            return subject
-        stoks = src.split(".")
-        toks = subject.split(".")
-        wild: list[str] = []
-        for i, t in enumerate(stoks):
-            if t == "*":
-                wild.append(toks[i])
-            elif t == ">":
-                wild.append(".".join(toks[i:]))
-        out = []
-        for t in dest.split("."):
-            tt = t.replace(" ", "")
-            if tt.startswith("{{wildcard(") and tt.endswith(")}}"):
-                n = int(tt[11:-3])
-                out.append(wild[n - 1] if 0 < n <= len(wild) else t)
-            elif tt.startswith("$") and tt[1:].isdigit():
-                n = int(tt[1:])
-                out.append(wild[n - 1] if 0 < n <= len(wild) else t)
-            elif t == ">":
-                out.append(wild[-1] if wild and stoks[-1] == ">" else ">")
-            elif t == "*":
-                out.append(wild[0] if wild else "*")
-            else:
-                out.append(t)
-        return ".".join(out)
 
     # ------------------------------------------------------------------ monitoring
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from edged.jetstream.stream import rfc3339ns
+from edged.goformat import rfc3339ns
 
 if TYPE_CHECKING:
     from edged.jetstream.account import JSAccount

@@ -18,6 +18,7 @@ from edged import SERVER_VERSION
 from edged.accounts import Account
 from edged.connection import Connection
 from edged.creds import read_creds_file
+from edged.goformat import rtt_text
 from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_subject_of, decode_ack_reply
 from edged.leafnode.codec import (
     LDS_PREFIX,
@@ -40,7 +41,7 @@ from edged.leafnode.dialing import LeafURL, sign_nonce
 from edged.log import TRACE, log
 from edged.protocol import CRLF, frame_run
 from edged.receiver import KIND_LEAF, Subscription
-from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
+from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
 from edged.tlsconf import client_ssl_context
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ class LeafConnection(Connection):
         self.remote_name = ""
         # local interest advertised: (subject, queue) -> count of local subs
         self.smap: dict[tuple[str, str | None], int] = {}
-        self.export = SubjectFilter(None, link.remote.deny_exports)
-        self.import_ = SubjectFilter(None, link.remote.deny_imports)
+        self.export = AllowDenyFilter(None, link.remote.deny_exports)
+        self.import_ = AllowDenyFilter(None, link.remote.deny_imports)
         self._own_domain_prefix = link.own_domain_prefix
         # the last message written, to merge further deliveries of the same router pass (see deliver)
         self._last_subject: bytes | None = None
@@ -86,8 +87,8 @@ class LeafConnection(Connection):
         self._last_payload: bytes | None = None
         self._last_subs: tuple[Subscription, ...] = ()
         self._last_idx = 0
-        self._exp: SubjectFilter | None = None
-        self._deny_imp = SubjectFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
+        self._exp: AllowDenyFilter | None = None
+        self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
         own = link.own_domain_prefix
         self._out_deny: tuple[bytes, ...] = LOCAL_ONLY_PREFIXES + ((own,) if own else ())
         self._in_special: tuple[bytes, ...] = LOCAL_ONLY_PREFIXES + ((own,) if own else ())
@@ -266,8 +267,8 @@ class LeafConnection(Connection):
         remote = self.link.remote
         imp_allow, imp_deny = _perm(info.get("import"))
         exp_allow, exp_deny = _perm(info.get("export"))
-        self.import_ = SubjectFilter(imp_allow, imp_deny + list(remote.deny_imports))
-        self.export = SubjectFilter(exp_allow, exp_deny + list(remote.deny_exports))
+        self.import_ = AllowDenyFilter(imp_allow, imp_deny + list(remote.deny_imports))
+        self.export = AllowDenyFilter(exp_allow, exp_deny + list(remote.deny_exports))
         self._exp = None if self.export.empty else self.export
         if info.get("acc_is_sys") and not self.link.is_system_account:
             log.warning("Leafnode %s: local account %r is bound to the hub's system account", self.url.hostport,
@@ -320,7 +321,7 @@ class LeafConnection(Connection):
         if subject.startswith(LDS_PREFIX) and subject == self.link.lds_subject:
             self._loop_detected()
             return
-        if not _valid_sub_subject(subject) or (queue is not None and not queue):
+        if not is_valid_subject(subject) or (queue is not None and not queue):
             log.debug("Leafnode %s: ignoring invalid LS+ %r", self.url.hostport, subject)
             return
         if self.link.deny_outbound_interest(subject) or not self.export.allows_interest(subject):
@@ -618,71 +619,13 @@ class LeafConnection(Connection):
             "account": self.account.name,
             "ip": self.host,
             "port": self.port,
-            "rtt": _go_duration(self.rtt),
+            "rtt": rtt_text(self.rtt),
             **self.stats(),
             "compression": "off",
         }
         if subs:
             d["subscriptions_list"] = [s.subject for s in self.subs.values()]
         return d
-
-
-def _valid_sub_subject(subject: str) -> bool:
-    if not subject or any(c in subject for c in " \t\r\n"):
-        return False
-    toks = subject.split(".")
-    for i, t in enumerate(toks):
-        if not t or (t == ">" and i != len(toks) - 1):
-            return False
-    return True
-
-
-def _go_duration(sec: float) -> str:
-    if sec <= 0:
-        return "0s"
-    if sec < 1e-3:
-        return f"{sec * 1e6:.3f}µs"
-    if sec < 1:
-        return f"{sec * 1e3:.6g}ms"
-    return f"{sec:.6g}s"
-
-
-class SubjectFilter:
-    """Allow/deny lists as nats-server applies them to a leaf link (allow None = everything)."""
-
-    __slots__ = ("allow", "deny", "_cache")
-
-    def __init__(self, allow: list[str] | None = None, deny: list[str] | None = None) -> None:
-        self.allow = list(allow) if allow is not None else None
-        self.deny = list(deny or ())
-        self._cache: dict[str, bool] = {}
-
-    @property
-    def empty(self) -> bool:
-        return self.allow is None and not self.deny
-
-    def allows(self, subject: str) -> bool:
-        """For a literal subject (a message)."""
-        r = self._cache.get(subject)
-        if r is None:
-            r = (self.allow is None or any(subject_matches(a, subject) for a in self.allow)) and not any(
-                subject_matches(d, subject) for d in self.deny
-            )
-            if len(self._cache) > 8192:
-                self._cache.clear()
-            self._cache[subject] = r
-        return r
-
-    def allows_interest(self, subject: str) -> bool:
-        """For a subscription subject, which may hold wildcards: literal ones must be allowed outright,
-        wildcard ones only need to overlap the allow list (deliveries are filtered per message)."""
-        if any(subject_is_subset(subject, d) for d in self.deny):
-            return False
-        if self.allow is None:
-            return True
-        if "*" in subject.split(".") or subject.endswith(">"):
-            return any(subjects_overlap(subject, a) for a in self.allow)
-        return any(subject_matches(a, subject) for a in self.allow)
 
 
 def _perm(d: Any) -> tuple[list[str] | None, list[str]]:

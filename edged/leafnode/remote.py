@@ -12,6 +12,7 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
+from edged.goformat import rfc3339
 from edged.jetstream.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf_domain_problem
 from edged.leafnode.codec import LDS_PREFIX
 from edged.leafnode.connection import LeafConnection
@@ -19,7 +20,7 @@ from edged.leafnode.dialing import LeafURL, is_ip, parse_leaf_url, tcp_connect
 from edged.leafnode.websocket import WSClientProtocol
 from edged.log import log
 from edged.options import RemoteLeafOpts
-from edged.sublist import subject_is_subset
+from edged.subjects import subject_is_subset
 from edged.tlsconf import client_ssl_context
 
 if TYPE_CHECKING:
@@ -332,7 +333,7 @@ class LeafNodeManager:
         leafs = [c.leaf_info(subs) for c in self.connections if not account or c.account.name == account]
         return {
             "server_id": self.server.server_id,
-            "now": _rfc3339(time.time()),
+            "now": rfc3339(time.time()),
             "leafnodes": len(leafs),
             "leafs": leafs,
         }
@@ -364,6 +365,3 @@ class LeafNodeManager:
             + (f": {lk.last_error}" if lk.last_error else "") for lk in down
         )
 
-
-def _rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e9):09d}Z"

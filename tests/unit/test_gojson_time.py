@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from edged.goformat import format_time, parse_rfc3339
 from edged.jetstream.errors import JSApiError
 from edged.jetstream.gojson import go_time
-from edged.jetstream.stream import format_time, parse_rfc3339
 
 _offsets = st.one_of(st.just(None), st.integers(-23 * 60 - 59, 23 * 60 + 59).map(lambda m: m * 60))
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edged.creds import read_creds_file as read_creds
+from edged.creds import read_creds_file
 from edged.jetstream.domain import decode_ack_reply as decode_js_ack_reply
 from edged.leafnode import websocket as W
 from edged.leafnode.codec import (
@@ -34,9 +34,9 @@ from edged.leafnode.codec import (
     ls_plus,
     msg_head,
 )
-from edged.leafnode.connection import SubjectFilter
 from edged.leafnode.dialing import parse_leaf_url, sign_nonce
 from edged.leafnode.proxy import connect_request, parse_response_head
+from edged.subjects import AllowDenyFilter
 from tests.support.leaf import creds_text, new_kp
 
 INFO = (b'INFO {"server_id":"N","server_name":"hub1","version":"2.15.1","proto":3,"client_id":6,'
@@ -173,19 +173,19 @@ def test_url_parsing() -> None:
 
 
 def test_subject_filter() -> None:
-    f = SubjectFilter(["up.>", "_INBOX.>"], ["up.secret"])
+    f = AllowDenyFilter(["up.>", "_INBOX.>"], ["up.secret"])
     assert f.allows("up.a") and f.allows("_INBOX.x.y")
     assert not f.allows("up.secret") and not f.allows("down")
     assert f.allows_interest("up.*") and f.allows_interest(">")  # wildcards only need to overlap
     assert not f.allows_interest("down.x") and not f.allows_interest("up.secret")
-    assert SubjectFilter().empty and SubjectFilter().allows("anything")
+    assert AllowDenyFilter().empty and AllowDenyFilter().allows("anything")
 
 
 def test_creds_and_signature() -> None:
     kp = new_kp(nkeys.PREFIX_BYTE_USER)
     with tempfile.NamedTemporaryFile("w", suffix=".creds", delete=False) as f:
         f.write(creds_text("eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln", kp.seed).replace("\n", "\r\n"))
-    jwt, seed = read_creds(f.name)
+    jwt, seed = read_creds_file(f.name)
     os.unlink(f.name)
     assert jwt == "eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln" and seed == kp.seed
     pub, sig = sign_nonce(seed, "XsDmym9xAAt_mGM")
@@ -196,7 +196,7 @@ def test_creds_and_signature() -> None:
     with tempfile.NamedTemporaryFile("w", delete=False) as f:
         f.write("no creds here")
     with pytest.raises(ValueError, match="malformed"):
-        read_creds(f.name)
+        read_creds_file(f.name)
     os.unlink(f.name)
 
 

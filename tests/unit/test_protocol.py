@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edged import protocol as P
+from edged.subjects import is_valid_literal_subject, is_valid_subject
 
 # the prefix JetStream asks the client parser to take empty PUBs in runs under (Server.empty_run_prefix)
 JS_ACK = b"$JS.ACK."
@@ -103,13 +104,13 @@ def test_encoders():
 
 
 def test_subject_validation():
-    assert P.is_valid_subject("foo.*.>")
-    assert not P.is_valid_subject("foo..bar")
-    assert not P.is_valid_subject("foo.>.bar")
-    assert not P.is_valid_subject("")
-    assert not P.is_valid_subject(".foo")
-    assert P.is_valid_literal_subject("foo.bar")
-    assert not P.is_valid_literal_subject("foo.*")
+    assert is_valid_subject("foo.*.>")
+    assert not is_valid_subject("foo..bar")
+    assert not is_valid_subject("foo.>.bar")
+    assert not is_valid_subject("")
+    assert not is_valid_subject(".foo")
+    assert is_valid_literal_subject("foo.bar")
+    assert not is_valid_literal_subject("foo.*")
 
 
 msgs = st.lists(
