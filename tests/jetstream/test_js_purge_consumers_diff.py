@@ -7,9 +7,7 @@ nothing left pending the floor is what was delivered. A purge of a subject that 
 also settles that one as a single removal. edged moved every consumer to the stream's first message and
 its floor to just below the lowest pending one. Each case: a fresh stream, one consumer, a fetch (no_wait,
 so no request outlives it), some acks, one purge; the consumer's info and the purge reply must match.
-Each case's stream has a name of its own: nats-server removes a deleted stream's files in the background,
-and a name deleted again before that is done keeps its message files, which the next stream of that name
-takes up (filestore.go Delete), old messages and all."""
+Each case's stream has a name of its own (`case_stream`)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import differing, replies_of_both
+from tests.support.jsutil import case_stream, differing, replies_of_both
 
 # (subjects published in order, consumer filter, fetch, indexes of the fetched to ack, purge body)
 CASES: list[tuple[str, str | None, int, list[int], dict[str, Any]]] = [
@@ -66,7 +64,7 @@ async def _scenario(url: str) -> list[Any]:
     js = nc.jetstream()
     out: list[Any] = []
     for i, (subjects, flt, n, acks, body) in enumerate(CASES):
-        name = f"PP{i}"
+        name = case_stream("PP", i)
         await js.add_stream(name=name, subjects=["pp.*"])
         for s in subjects:
             await js.publish(f"pp.{s}", b"x")
@@ -102,7 +100,7 @@ async def _deletes(url: str) -> list[Any]:
     for i, (retention, seq, policy) in enumerate((("limits", 3, "all"), ("limits", 1, "all"), ("interest", 3, "all"),
                                                   ("limits", 3, "explicit"), ("limits", 5, "all"),
                                                   ("interest", 4, "explicit"))):
-        name = f"PD{i}"  # a name of its own, as in _scenario
+        name = case_stream("PD", i)
         await js.add_stream(name=name, subjects=["pp.*"], retention=retention)
         cfg = {"durable_name": "C", "ack_policy": policy}
         await nc.request(f"$JS.API.CONSUMER.CREATE.{name}.C",

@@ -56,6 +56,15 @@ def replies_of_both(scenario: Any, prefix: str) -> dict[str, list[Any]]:
     return res
 
 
+def case_stream(base: str, *case: object) -> str:
+    """A stream name of its own for one case of a scenario's loop, e.g. `case_stream("PP", 3)` = "PP_3".
+    nats-server removes a deleted stream's files in the background and renames the directory first, and a
+    name deleted again before that is done keeps its message files, which the next stream of that name
+    takes up, old messages and all (filestore.go, fileStore.Delete). STREAM.INFO already says 10059 then,
+    so waiting for it does not help: a loop that deletes its stream never re-creates that name."""
+    return "_".join([base, *map(str, case)])
+
+
 def differing(res: dict[str, list[Any]]) -> list[tuple[Any, Any]]:
     """The (edged, nats-server) pairs of a `replies_of_both` result that differ, position by position
     (results of different lengths raise)."""
