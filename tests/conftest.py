@@ -23,6 +23,12 @@ def _temp_dirs_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     tempfile.tempdir = old
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (`pytest.mark.anyio`) run on asyncio, as edged does."""
+    return "asyncio"
+
+
 @pytest.fixture(params=KINDS)
 def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()

@@ -10,7 +10,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.jsutil import run
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 

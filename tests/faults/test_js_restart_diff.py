@@ -19,7 +19,8 @@ import nats
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import KINDS, run
+from tests.support.aio import run
+from tests.support.jsutil import KINDS
 from tests.support.servers import ServerProcess
 
 ACK_WAIT = 3  # seconds: pending messages are due again this long after their delivery, also after a restart

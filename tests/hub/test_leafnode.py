@@ -14,7 +14,8 @@ import nats
 import pytest
 
 from edged.options import RemoteLeafOpts
-from tests.support.leaf import Hub, hub_binary, run, start_edge, until
+from tests.support.aio import run, until
+from tests.support.leaf import Hub, hub_binary, start_edge
 from tests.support.tcpproxy import TCPProxy
 
 HUB_CONF = """

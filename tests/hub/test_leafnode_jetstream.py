@@ -13,7 +13,8 @@ import nats
 import pytest
 
 from edged.options import RemoteLeafOpts
-from tests.support.leaf import Hub, hub_binary, run, start_edge, until
+from tests.support.aio import run, until
+from tests.support.leaf import Hub, hub_binary, start_edge
 from tests.support.servers import free_port
 
 needs_js = pytest.mark.skipif(importlib.util.find_spec("edged.jetstream") is None,

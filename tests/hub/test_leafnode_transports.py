@@ -14,8 +14,9 @@ import pytest
 
 from edged.options import RemoteLeafOpts, TLSConfig
 from tests.hub.test_leafnode import Inbox, propagated
+from tests.support.aio import run
 from tests.support.certs import make_pki
-from tests.support.leaf import Hub, OperatorSetup, hub_binary, new_kp, run, start_edge
+from tests.support.leaf import Hub, OperatorSetup, hub_binary, new_kp, start_edge
 from tests.support.tcpproxy import TCPProxy
 
 APP_USERS = "{user: leaf, password: s3cret}, {user: app, password: app}"
@@ -109,7 +110,7 @@ def test_operator_mode_bad_creds_retried(hub_bin: str) -> None:
     conf = op.hub_config() + "leafnodes { port: $LEAF_PORT }\n"
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
+        from tests.support.aio import until
 
         srv = await start_edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=bad)],
                                reconnect=0.2)
@@ -157,7 +158,7 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
 """
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
+        from tests.support.aio import until
 
         srv = await start_edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
                                                tls=TLSConfig(ca_file=other["ca"]))], reconnect=0.2)
@@ -246,7 +247,7 @@ def test_proxy_auth_failure_reported(hub_bin: str) -> None:
     conf = f"leafnodes {{ port: $LEAF_PORT }}\naccounts {{ APP {{ users: [ {APP_USERS} ] }} }}\n"
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
+        from tests.support.aio import until
 
         with TCPProxy(http_connect=True, auth=("pu", "pp")) as proxy:
             remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],

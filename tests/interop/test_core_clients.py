@@ -10,6 +10,7 @@ import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
@@ -20,10 +21,6 @@ def srv(request):
     p = ServerProcess(request.param).start()
     yield p
     p.stop()
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def test_pub_sub_wildcards_and_order(srv):

@@ -11,11 +11,8 @@ import time
 import nats
 import pytest
 
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def test_sigterm_graceful_exit_zero():

@@ -18,14 +18,11 @@ from hypothesis import strategies as st
 
 from edged import monitor as M
 from edged.options import AccountConfig, Options, User
+from tests.support.aio import run
 from tests.support.servers import ServerProcess, free_port, wait_port
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers
-
-
-def run(coro, timeout: float = 40.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def http(port: int, path: str, method: str = "GET", raw: bytes | None = None) -> tuple[int, dict, bytes]:

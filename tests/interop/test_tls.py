@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import tempfile
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import nats
 import pytest
 
+from tests.support.aio import run
 from tests.support.certs import make_pki
 from tests.support.servers import ServerProcess
 
@@ -50,10 +50,6 @@ async def attempt(url: str, **kw: Any) -> str:
         return f"error: {type(e).__name__}"
     finally:
         await nc.close()
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 @pytest.mark.parametrize("kind", KINDS)

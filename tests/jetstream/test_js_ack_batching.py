@@ -11,7 +11,7 @@ import json
 import tempfile
 from typing import Any
 
-from tests.support.jsutil import run
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 

@@ -18,7 +18,8 @@ from typing import Any
 import nats
 
 from tests.jetstream.test_js_ack_batching import Raw
-from tests.support.jsutil import KINDS, differing, drain, run
+from tests.support.aio import run
+from tests.support.jsutil import KINDS, differing, drain
 from tests.support.servers import ServerProcess, free_port
 
 CONSUMERS = {

@@ -14,7 +14,8 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.jsutil import replies_of_both, run
+from tests.support.aio import run
+from tests.support.jsutil import replies_of_both
 from tests.support.servers import ServerProcess
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")

@@ -12,7 +12,8 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.support.jsutil import err, run, session
+from tests.support.aio import run
+from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]

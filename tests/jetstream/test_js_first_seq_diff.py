@@ -12,7 +12,8 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import KINDS, differing, run
+from tests.support.aio import run
+from tests.support.jsutil import KINDS, differing
 from tests.support.servers import ServerProcess
 
 # (name suffix, extra config, operations before the first look)

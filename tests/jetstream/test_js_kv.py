@@ -8,15 +8,12 @@ from typing import Any
 
 import nats
 
+from tests.support.aio import run
 from tests.support.jsutil import exc_name, kv_keys
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]
 
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def session(server: ServerProcess, body: Any) -> Any:

@@ -14,7 +14,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig
 
-from tests.support.jsutil import KINDS, run
+from tests.support.aio import run
+from tests.support.jsutil import KINDS
 from tests.support.servers import ServerProcess
 
 REQUESTS = [

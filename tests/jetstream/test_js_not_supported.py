@@ -11,7 +11,7 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import run
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 FEATURES = [{"allow_msg_counter": True}, {"allow_atomic": True}, {"allow_msg_schedules": True},

@@ -7,7 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from tests.support.jsutil import err, run, session
+from tests.support.aio import run
+from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "edged"]

@@ -1,4 +1,4 @@
-"""Helpers shared by the JetStream tests: run a coroutine with a deadline, a nats-py session, the
+"""Helpers shared by the JetStream tests: a nats-py session, the
 (err_code, description) of a failed JetStream call, a wire script's replies from both servers, and
 collecting what comes back to requests (ack replies, statuses), and the consumer helpers the differential
 consumer tests share."""
@@ -16,13 +16,10 @@ import nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError
 
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 KINDS = ("nats-server", "edged")
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def session(server: ServerProcess, body: Any, domain: str | None = None) -> Any:

