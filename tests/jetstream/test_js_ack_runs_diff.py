@@ -17,9 +17,9 @@ from typing import Any
 
 import nats
 
-from tests.jetstream.test_js_ack_batching import Raw
 from tests.support.aio import run
 from tests.support.jsutil import KINDS, differing, drain
+from tests.support.rawclient import Raw
 from tests.support.servers import ServerProcess, free_port
 
 CONSUMERS = {

@@ -14,9 +14,8 @@ from typing import Any
 
 import nats
 
-from tests.jetstream.test_js_ack_batching import _pub
-from tests.jetstream.test_js_publish_runs import _connect, _hpub, _reply
 from tests.support.jsutil import case_stream, replies_of_both
+from tests.support.rawclient import connect_url, hpub, pub, reply_of
 
 HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
            "Nats-Expected-Last-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Expected-Last-Subject-Sequence-Subject",
@@ -83,12 +82,12 @@ def test_publishes_with_random_headers_get_the_same_acks_and_errors() -> None:
 def _frame(subject: str, reply: bytes, hdrs: dict[str, str], data: bytes) -> bytes:
     if hdrs:
         h = b"NATS/1.0\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in hdrs.items()) + b"\r\n"
-        return _hpub(subject.encode(), reply, h, data)
-    return _pub(subject.encode(), reply, data)
+        return hpub(subject.encode(), reply, h, data)
+    return pub(subject.encode(), reply, data)
 
 
 async def _pipelined(url: str) -> list[Any]:
-    c = await _connect(url)
+    c = await connect_url(url)
     out: list[Any] = []
     for seed in SEEDS:
         for body in _streams(seed):
@@ -96,7 +95,7 @@ async def _pipelined(url: str) -> list[Any]:
             assert "error" not in r, r
         cases = _cases(seed) * 3
         c.w.write(b"".join(_frame(s, b"_I.%d.%d" % (seed, i), h, d) for i, (s, h, d) in enumerate(cases)))
-        replies = [_reply(m) for m in await c.take_prefix(b"_I.%d." % seed, len(cases))]
+        replies = [reply_of(m) for m in await c.take_prefix(b"_I.%d." % seed, len(cases))]
         for _, body in replies:
             if isinstance(body, dict):
                 body.pop("domain", None)
