@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from tests.support.aio import run
@@ -50,51 +51,46 @@ def test_acks_then_pull_in_one_write_with_max_ack_pending(js_server: ServerProce
     assert run(body()) == [[b"m0", b"m1", b"m2", b"m3"], 0, 4]
 
 
-def test_acks_then_info_and_no_wait_in_one_write() -> None:
+def test_acks_then_info_and_no_wait_in_one_write(start_server: Callable[..., ServerProcess]) -> None:
     # edged: an API request behind acks in the same write sees them done; a no_wait pull request that
     # needs their room does not answer 404/409
-    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    try:
-        async def body() -> list[Any]:
-            c = await Raw.connect(srv)
-            await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
-            nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
-            c.w.write(pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
-            got = await c.take(b"", 3)
-            c.w.write(pub(got[0][1]) + pub(got[2][1]) + pub(b"$JS.API.CONSUMER.INFO.S.P", b"_I.i"))
-            info = json.loads((await c.take(b"_I.i", 1))[0][3])
-            out: list[Any] = [info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
-            c.w.write(pub(got[1][1]) + pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
-            more = await c.take(b"", 3)
-            out.append([m[3] for m in more])
-            c.w.close()
-            return out
+    srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
+    async def body() -> list[Any]:
+        c = await Raw.connect(srv)
+        await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
+        nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
+        c.w.write(pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+        got = await c.take(b"", 3)
+        c.w.write(pub(got[0][1]) + pub(got[2][1]) + pub(b"$JS.API.CONSUMER.INFO.S.P", b"_I.i"))
+        info = json.loads((await c.take(b"_I.i", 1))[0][3])
+        out: list[Any] = [info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
+        c.w.write(pub(got[1][1]) + pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+        more = await c.take(b"", 3)
+        out.append([m[3] for m in more])
+        c.w.close()
+        return out
 
-        assert run(body()) == [1, 1, [b"m3", b"m4", b"m5"]]
-    finally:
-        srv.stop()
+    assert run(body()) == [1, 1, [b"m3", b"m4", b"m5"]]
 
 
-def test_acks_then_publish_to_interest_stream_in_one_write() -> None:
+def test_acks_then_publish_to_interest_stream_in_one_write(
+        start_server: Callable[..., ServerProcess]) -> None:
     # edged: acks remove the messages of an interest stream at once, so a publish behind them in the same
     # write finds room under max_msgs/discard new
-    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    try:
-        async def body() -> list[Any]:
-            c = await Raw.connect(srv)
-            await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,
-                         {"retention": "interest", "max_msgs": 2, "discard": "new"})
-            c.w.write(pub(b"$JS.API.CONSUMER.MSG.NEXT.S.P", b"_I.f", b'{"batch":2,"expires":1000000000}'))
-            got = await c.take(b"", 2)
-            c.w.write(pub(got[0][1]) + pub(got[1][1]) + pub(b"s", b"_I.p", b"m2"))
-            ack = json.loads((await c.take(b"_I.p", 1))[0][3])
-            info = await c.request("$JS.API.STREAM.INFO.S", b"", b"_I.i")
-            c.w.close()
-            return [ack.get("seq"), info["state"]["messages"]]
+    srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
+    async def body() -> list[Any]:
+        c = await Raw.connect(srv)
+        await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,
+                     {"retention": "interest", "max_msgs": 2, "discard": "new"})
+        c.w.write(pub(b"$JS.API.CONSUMER.MSG.NEXT.S.P", b"_I.f", b'{"batch":2,"expires":1000000000}'))
+        got = await c.take(b"", 2)
+        c.w.write(pub(got[0][1]) + pub(got[1][1]) + pub(b"s", b"_I.p", b"m2"))
+        ack = json.loads((await c.take(b"_I.p", 1))[0][3])
+        info = await c.request("$JS.API.STREAM.INFO.S", b"", b"_I.i")
+        c.w.close()
+        return [ack.get("seq"), info["state"]["messages"]]
 
-        assert run(body()) == [3, 1]
-    finally:
-        srv.stop()
+    assert run(body()) == [3, 1]
 
 
 def test_a_big_write_of_publishes_is_taken_in_slices(js_server: ServerProcess) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -414,7 +415,7 @@ def test_script_covers_errors(replies: dict[str, list[Any]]) -> None:
     assert len(codes) >= 25, codes
 
 
-def test_priority_groups_are_refused_clearly() -> None:
+def test_priority_groups_are_refused_clearly(start_server: Callable[..., ServerProcess]) -> None:
     """edged does not build nats-server 2.11's priority groups: a config asking for them is refused with a
     clear error instead of being accepted and ignored."""
     async def body(nc: Any, js: Any) -> dict[str, Any]:
@@ -425,9 +426,6 @@ def test_priority_groups_are_refused_clearly() -> None:
                              timeout=2)
         return json.loads(r.data)  # type: ignore[no-any-return]
 
-    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")]).start()
-    try:
-        got = run(session(p, body))
-    finally:
-        p.stop()
+    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")])
+    got = run(session(p, body))
     assert got["error"] == {"code": 500, "err_code": 10012, "description": "priority groups are not supported by edged"}

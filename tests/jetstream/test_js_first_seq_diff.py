@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -76,18 +77,15 @@ async def _after(url: str) -> list[Any]:
     return out
 
 
-def test_first_seq_of_streams_without_messages() -> None:
+def test_first_seq_of_streams_without_messages(start_server: Callable[..., ServerProcess]) -> None:
     res: dict[str, list[Any]] = {}
     for kind in KINDS:
         d = tempfile.mkdtemp(prefix="firstseq-")
-        p = ServerProcess(kind, ["-js", "-sd", d]).start()
-        try:
-            got = run(_setup(p.url), timeout=60)
-            p.stop()
-            p = ServerProcess(kind, ["-js", "-sd", d]).start()
-            got += run(_after(p.url), timeout=60)
-        finally:
-            p.stop()
+        p = start_server(kind, ["-js", "-sd", d])
+        got = run(_setup(p.url), timeout=60)
+        p.stop()
+        p = start_server(kind, ["-js", "-sd", d])  # the same store
+        got += run(_after(p.url), timeout=60)
         res[kind] = got
     edged, nats_server = res["edged"], res["nats-server"]
     assert len(edged) == len(nats_server)
