@@ -18,6 +18,7 @@ from tests.support.servers import ServerProcess
 def test_restart_keeps_streams_config_and_messages(start_server: Callable[..., ServerProcess]) -> None:
     d = tempfile.mkdtemp(prefix="js-restart-")
     p = start_server("edged", ["-js", "-sd", d])
+
     async def before() -> Any:
         nc = await nats.connect(p.url)
         js = nc.jetstream()
@@ -135,6 +136,7 @@ def test_restore_trims_kv_revision_left_by_a_crash(start_server: Callable[..., S
 
     d = tempfile.mkdtemp(prefix="js-kvcrash-")
     p = start_server("edged", ["-js", "-sd", d])
+
     async def before() -> None:
         nc = await nats.connect(p.url)
         kv = await nc.jetstream().create_key_value(bucket="B", history=1)

@@ -13,6 +13,7 @@ import asyncio
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -322,22 +323,16 @@ def restart(p: ServerProcess, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["stop", "kill9"])
-def test_restart_is_invisible_to_clients(mode: str) -> None:
-    servers = [ServerProcess(k, config=conf(tempfile.mkdtemp(prefix=f"rd-{k}-"), mode)) for k in KINDS]
+def test_restart_is_invisible_to_clients(mode: str, start_server: Callable[..., ServerProcess]) -> None:
+    servers = [start_server(k, config=conf(tempfile.mkdtemp(prefix=f"rd-{k}-"), mode)) for k in KINDS]
 
     async def main() -> dict[str, Any]:
-        for p in servers:
-            p.start()
         kept = await asyncio.gather(*(before(p.url) for p in servers))
         await asyncio.gather(*(asyncio.to_thread(restart, p, mode) for p in servers))
         seen = await asyncio.gather(*(after(p.url, k) for p, k in zip(servers, kept, strict=True)))
         return {p.kind: (k, s) for p, k, s in zip(servers, kept, seen, strict=True)}
 
-    try:
-        got = run(main(), timeout=50)
-    finally:
-        for p in servers:
-            p.stop()
+    got = run(main(), timeout=50)
     for kind, (k, s) in got.items():
         # on each server, a restart changes no stream state, timestamps included
         for name in STREAMS:

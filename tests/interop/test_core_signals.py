@@ -12,15 +12,13 @@ import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.servers import ServerProcess
 
 
-def test_sigterm_graceful_exit_zero():
-    p = ServerProcess("edged").start()
+def test_sigterm_graceful_exit_zero(start_server):
+    p = start_server("edged")
     p.signal(signal.SIGTERM)
     assert p.proc.wait(10) == 0
     assert "Server Exiting" in p.log_tail()
-    p.stop()
 
 
 @pytest.mark.parametrize("kind", ["nats-server", "edged"])

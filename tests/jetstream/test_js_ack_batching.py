@@ -55,6 +55,7 @@ def test_acks_then_info_and_no_wait_in_one_write(start_server: Callable[..., Ser
     # edged: an API request behind acks in the same write sees them done; a no_wait pull request that
     # needs their room does not answer 404/409
     srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
+
     async def body() -> list[Any]:
         c = await Raw.connect(srv)
         await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
@@ -78,6 +79,7 @@ def test_acks_then_publish_to_interest_stream_in_one_write(
     # edged: acks remove the messages of an interest stream at once, so a publish behind them in the same
     # write finds room under max_msgs/discard new
     srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
+
     async def body() -> list[Any]:
         c = await Raw.connect(srv)
         await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,

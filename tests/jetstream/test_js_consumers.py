@@ -241,6 +241,7 @@ def test_workqueue_and_interest_retention(js_server: ServerProcess) -> None:
 def test_durable_resumes_after_restart(start_server: Callable[..., ServerProcess]) -> None:
     d = tempfile.mkdtemp(prefix="jsc-restart-")
     p = start_server("edged", ["-js", "-sd", d])
+
     async def before(nc: Any, js: Any) -> None:
         await fill(js, 10)
         psub = await js.pull_subscribe("s.>", durable="D", config=ConsumerConfig(ack_wait=3))
