@@ -15,6 +15,7 @@ import pytest
 
 from edged.options import RemoteLeafOpts
 from tests.support.aio import run, until
+from tests.support.inprocess import running
 from tests.support.leaf import Hub, edge, hub_binary
 from tests.support.servers import free_port
 
@@ -95,12 +96,7 @@ def test_seed_walkthrough(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
               workdir=hubdir)
 
     async def main() -> None:
-        from edged.server import Server
-
-        opts = _load_options(leaf_path)
-        srv = Server(opts)
-        await srv.start()
-        try:
+        async with running(_load_options(leaf_path)) as srv:
             assert await srv.leafnodes.wait_connected(10), [lk.last_error for lk in srv.leafnodes.links]
             nc = await nats.connect(f"nats://acc:acc@127.0.0.1:{hub_port}")
             await until(lambda: srv.accounts["ACC"].sublist.has_interest("$JS.hub.API.INFO"), 5)
@@ -132,8 +128,6 @@ def test_seed_walkthrough(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
             assert (await ec.jetstream().account_info()).domain == "leaf"
             await ec.close()
             await nc.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ import nkeys
 from edged import jwt as jwtmod
 from edged.creds import format_creds
 from edged.options import RemoteLeafOpts
-from tests.support.servers import ServerProcess, free_port, nats_server_path
+from tests.support.inprocess import running
+from tests.support.servers import ServerProcess, free_port, nats_server_path, wait_port
 
 HUB_210_VERSION = "2.10.26"
 CACHE = Path(os.environ.get("EDGED_TEST_CACHE", Path.home() / ".cache" / "edged-tests"))
@@ -69,33 +70,25 @@ class Hub(ServerProcess):
 
     def start(self, timeout: float = 15.0) -> Hub:
         super().start(timeout)
-        from tests.support.servers import wait_port
-
         wait_port(self.leaf_port, self.proc, timeout)
         return self
 
 
-async def start_edge(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
-                     **opts: Any) -> Any:
+def edge_options(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
+                 **opts: Any) -> Any:
+    """Options of an edge named edge1 on a free loopback port with these leafnode remotes (and any other
+    edged.options.Options field)."""
     from edged.options import LeafNodeOpts, Options
-    from edged.server import Server
 
     o = Options(host="127.0.0.1", port=free_port(), server_name=opts.pop("server_name", "edge1"),
                 ping_interval=ping_interval, **opts)
     o.leafnodes = LeafNodeOpts(remotes=remotes, reconnect=reconnect)
-    srv = Server(o)
-    await srv.start()
-    return srv
+    return o
 
 
-@asynccontextmanager
-async def edge(remotes: list[Any], **opts: Any) -> AsyncIterator[Any]:
-    """An in-process edged (`start_edge`'s arguments), shut down however the block ends."""
-    srv = await start_edge(remotes, **opts)
-    try:
-        yield srv
-    finally:
-        await srv.shutdown()
+def edge(remotes: list[Any], **opts: Any) -> AbstractAsyncContextManager[Any]:
+    """An in-process edged with these remotes (`edge_options`), shut down however the block ends."""
+    return running(edge_options(remotes, **opts))
 
 
 # ------------------------------------------------------------------------------------ a hub pair
