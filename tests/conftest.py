@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.certs import make_pki
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,6 +45,12 @@ def start_server() -> Iterator[Callable[..., ServerProcess]]:
     yield start
     for p in procs:
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def pki() -> dict[str, str]:
+    """A test CA with server and client certificates for 127.0.0.1 (tests/support/certs.py): file paths."""
+    return make_pki(tempfile.mkdtemp(prefix="pki-"))
 
 
 @pytest.fixture(params=KINDS)

@@ -21,8 +21,7 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.support.aio import run
-from tests.support.jsutil import KINDS
-from tests.support.servers import ServerProcess
+from tests.support.servers import KINDS, ServerProcess
 
 ACK_WAIT = 3  # seconds: pending messages are due again this long after their delivery, also after a restart
 PAUSE_UNTIL = "2099-01-01T00:00:00Z"

@@ -28,11 +28,6 @@ def hub_bin() -> str:
     return hub_binary("2.15")
 
 
-@pytest.fixture(scope="module")
-def pki() -> dict[str, str]:
-    return make_pki(tempfile.mkdtemp(prefix="leafpki-"))
-
-
 async def roundtrip(srv: Any, hub_url: str, **connect: Any) -> None:
     """Messages both ways across the link."""
     hc = await nats.connect(hub_url, **connect)

@@ -19,9 +19,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from edged import jwt as jwtmod
 from edged.creds import write_creds_file
 from tests.support.aio import run
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.servers import KINDS, ServerProcess
 
 
 async def try_connect(url: str, **kw: Any) -> str:

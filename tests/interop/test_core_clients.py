@@ -11,9 +11,7 @@ import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
 from tests.support.aio import run
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.fixture(scope="module", params=KINDS)

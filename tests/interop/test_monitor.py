@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from edged import monitor as M
 from edged.options import AccountConfig, Options, User
-from tests.support.aio import run
+from tests.support.aio import run, until
 from tests.support.inprocess import running
 from tests.support.servers import free_port, wait_port
 
@@ -65,14 +65,6 @@ async def start_edged(o: Options):
     srv = Server(o)
     await srv.start()
     return srv
-
-
-async def settle(pred, timeout: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -203,7 +195,7 @@ def test_http_endpoints_in_process():
                 await b.publish("foo.x", b"hello")
             await b.flush()
             await a.flush()
-            await settle(lambda: len(got) == 3)
+            await until(lambda: len(got) == 3, 3)
 
             v = await get_json(mport, "/varz")
             assert v["server_name"] == "edge-1" and v["server_id"] == srv.server_id
@@ -305,7 +297,7 @@ def test_http_endpoints_in_process():
 
             # closed connections: remembered with their reason
             await b.close()
-            await settle(lambda: len(srv.clients) == 1)
+            await until(lambda: len(srv.clients) == 1, 3)
             c = await get_json(mport, "/connz?state=closed")
             assert c["total"] == 1 and c["connections"][0]["name"] == "beta"
             assert c["connections"][0]["reason"] == "Client Closed" and "stop" in c["connections"][0]
@@ -770,7 +762,7 @@ def test_leafz_and_leafnode_health_with_a_real_hub(start_server):
             assert (await http(mport, "/healthz?leafnodes=true"))[0] == 200
 
             hub.stop()
-            await settle(lambda: not srv.leafnodes.connections, timeout=10)
+            await until(lambda: not srv.leafnodes.connections, 10)
             status, _, body = await http(mport, "/healthz?leafnodes=true")
             assert status == 503 and json.loads(body)["status"] == "unavailable"
             assert "leafnode" in json.loads(body)["error"]

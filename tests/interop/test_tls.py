@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import ssl
-import tempfile
 from typing import Any
 
 import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.certs import make_pki
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-@pytest.fixture(scope="module")
-def pki() -> dict[str, str]:
-    return make_pki(tempfile.mkdtemp(prefix="pki-"))
+from tests.support.servers import KINDS, ServerProcess
 
 
 def ctx(pki: dict[str, str], client_cert: bool = False) -> ssl.SSLContext:

@@ -19,9 +19,9 @@ from typing import Any
 import nats
 
 from tests.support.aio import run
-from tests.support.jsutil import KINDS, differing, drain
+from tests.support.jsutil import differing, drain
 from tests.support.rawclient import Raw
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import KINDS, ServerProcess, free_port
 
 CONSUMERS = {
     "CE": {"ack_policy": "explicit"},

@@ -17,11 +17,6 @@ from tests.support.aio import run
 from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
 
-KINDS = ["nats-server", "edged"]
-
-
-
-
 
 async def fill(js: Any, n: int, stream: str = "S", subjects: list[str] | None = None) -> None:
     await js.add_stream(name=stream, subjects=subjects or ["s.>"])

@@ -14,8 +14,8 @@ from typing import Any
 import nats
 
 from tests.support.aio import run
-from tests.support.jsutil import KINDS, differing
-from tests.support.servers import ServerProcess
+from tests.support.jsutil import differing
+from tests.support.servers import KINDS, ServerProcess
 
 # (name suffix, extra config, operations before the first look)
 CASES: list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]] = [

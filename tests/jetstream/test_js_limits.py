@@ -13,9 +13,7 @@ from nats.js.errors import APIError
 
 from tests.support.aio import run
 from tests.support.jsutil import err
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -16,8 +16,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig
 
 from tests.support.aio import run
-from tests.support.jsutil import KINDS
-from tests.support.servers import ServerProcess
+from tests.support.servers import KINDS, ServerProcess
 
 REQUESTS = [
     ("$JS.API.DIRECT.GET.X", b'{"seq":1}'),  # a stream without allow_direct

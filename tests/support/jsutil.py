@@ -17,9 +17,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError
 
 from tests.support.aio import run
-from tests.support.servers import ServerProcess
-
-KINDS = ("nats-server", "edged")
+from tests.support.servers import KINDS, ServerProcess
 
 
 async def session(server: ServerProcess, body: Any, domain: str | None = None) -> Any:
