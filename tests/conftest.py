@@ -1,15 +1,17 @@
-"""Shared fixtures: `js_server` is a JetStream-enabled server of each kind (differential tests)."""
+"""Shared fixtures: `start_server` starts edged or nats-server processes and stops them after the test,
+`js_server` is a JetStream-enabled server of each kind (differential tests). The hub fixtures are in
+tests/hub/conftest.py."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.certs import make_pki
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -23,8 +25,34 @@ def _temp_dirs_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     tempfile.tempdir = old
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (`pytest.mark.anyio`) run on asyncio, as edged does."""
+    return "asyncio"
+
+
+@pytest.fixture
+def start_server() -> Iterator[Callable[..., ServerProcess]]:
+    """`start_server(kind, ...)` with ServerProcess's arguments: a started edged or nats-server, stopped when
+    the test is done, whatever the test did to it (stopped, killed, restarted) and however it ended."""
+    procs: list[ServerProcess] = []
+
+    def start(kind: str, *args: Any, **kw: Any) -> ServerProcess:
+        p = ServerProcess(kind, *args, **kw)
+        procs.append(p)
+        return p.start()
+
+    yield start
+    for p in procs:
+        p.stop()
+
+
+@pytest.fixture(scope="session")
+def pki() -> dict[str, str]:
+    """A test CA with server and client certificates for 127.0.0.1 (tests/support/certs.py): file paths."""
+    return make_pki(tempfile.mkdtemp(prefix="pki-"))
+
+
 @pytest.fixture(params=KINDS)
-def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    p = ServerProcess(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    yield p
-    p.stop()
+def js_server(request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return start_server(request.param, ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])

@@ -13,14 +13,15 @@ import asyncio
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import KINDS, run
-from tests.support.servers import ServerProcess
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 ACK_WAIT = 3  # seconds: pending messages are due again this long after their delivery, also after a restart
 PAUSE_UNTIL = "2099-01-01T00:00:00Z"
@@ -321,22 +322,16 @@ def restart(p: ServerProcess, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["stop", "kill9"])
-def test_restart_is_invisible_to_clients(mode: str) -> None:
-    servers = [ServerProcess(k, config=conf(tempfile.mkdtemp(prefix=f"rd-{k}-"), mode)) for k in KINDS]
+def test_restart_is_invisible_to_clients(mode: str, start_server: Callable[..., ServerProcess]) -> None:
+    servers = [start_server(k, config=conf(tempfile.mkdtemp(prefix=f"rd-{k}-"), mode)) for k in KINDS]
 
     async def main() -> dict[str, Any]:
-        for p in servers:
-            p.start()
         kept = await asyncio.gather(*(before(p.url) for p in servers))
         await asyncio.gather(*(asyncio.to_thread(restart, p, mode) for p in servers))
         seen = await asyncio.gather(*(after(p.url, k) for p, k in zip(servers, kept, strict=True)))
         return {p.kind: (k, s) for p, k, s in zip(servers, kept, seen, strict=True)}
 
-    try:
-        got = run(main(), timeout=50)
-    finally:
-        for p in servers:
-            p.stop()
+    got = run(main(), timeout=50)
     for kind, (k, s) in got.items():
         # on each server, a restart changes no stream state, timestamps included
         for name in STREAMS:

@@ -21,11 +21,6 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_restart_restores_streams_state_consumers(tmp_path: Path) -> None:
     s = SQLiteStore(str(tmp_path), 120.0)
     await s.open()

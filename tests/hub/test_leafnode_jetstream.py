@@ -7,13 +7,16 @@ import asyncio
 import importlib.util
 import os
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
 from edged.options import RemoteLeafOpts
-from tests.support.leaf import Hub, hub_binary, run, start_edge, until
+from tests.support.aio import run, until
+from tests.support.inprocess import running
+from tests.support.leaf import Hub, edge, hub_binary
 from tests.support.servers import free_port
 
 needs_js = pytest.mark.skipif(importlib.util.find_spec("edged.jetstream") is None,
@@ -68,14 +71,6 @@ include ./accounts.conf
 """
 
 
-@pytest.fixture(scope="module", params=["2.15", "2.10"])
-def hub_bin(request: pytest.FixtureRequest) -> str:
-    try:
-        return hub_binary(request.param)
-    except Exception as e:
-        pytest.skip(f"nats-server {request.param} not available: {e}")
-
-
 def _load_options(path: str) -> Any:
     try:
         from edged.config import load_options
@@ -85,7 +80,7 @@ def _load_options(path: str) -> Any:
 
 
 @needs_js
-def test_seed_walkthrough(hub_bin: str) -> None:
+def test_seed_walkthrough(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     workdir = tempfile.mkdtemp(prefix="seed-")
     hub_port, leaf_port, edge_port = free_port(), free_port(), free_port()
     hubdir = os.path.join(workdir, "hub")
@@ -95,19 +90,13 @@ def test_seed_walkthrough(hub_bin: str) -> None:
     leaf_path = os.path.join(workdir, "leaf.conf")
     with open(leaf_path, "w") as f:
         f.write(LEAF_CONF.format(port=edge_port, leaf_port=leaf_port, store=os.path.join(workdir, "store_leaf")))
-    hub = Hub(hub_bin, HUB_CONF.format(port=hub_port, leaf_port=leaf_port), leaf_port=leaf_port, port=hub_port,
-              workdir=hubdir)
     with open(os.path.join(hubdir, "accounts.conf"), "w") as f:
         f.write(ACCOUNTS_CONF)
-    hub.start()
+    start_hub(hub_bin, HUB_CONF.format(port=hub_port, leaf_port=leaf_port), leaf_port=leaf_port, port=hub_port,
+              workdir=hubdir)
 
     async def main() -> None:
-        from edged.server import Server
-
-        opts = _load_options(leaf_path)
-        srv = Server(opts)
-        await srv.start()
-        try:
+        async with running(_load_options(leaf_path)) as srv:
             assert await srv.leafnodes.wait_connected(10), [lk.last_error for lk in srv.leafnodes.links]
             nc = await nats.connect(f"nats://acc:acc@127.0.0.1:{hub_port}")
             await until(lambda: srv.accounts["ACC"].sublist.has_interest("$JS.hub.API.INFO"), 5)
@@ -139,41 +128,30 @@ def test_seed_walkthrough(hub_bin: str) -> None:
             assert (await ec.jetstream().account_info()).domain == "leaf"
             await ec.close()
             await nc.close()
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())
 
 
 @needs_js
 @pytest.mark.parametrize("domain", ["", "hub"])
-def test_missing_or_same_domain_rejected(domain: str) -> None:
+def test_missing_or_same_domain_rejected(domain: str, start_hub: Callable[..., Hub]) -> None:
     conf = """
 server_name: hub1
 jetstream { store_dir: "./js", domain: hub }
 leafnodes { port: $LEAF_PORT }
 accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret} ] } }
 """
-    hub = Hub(hub_binary("2.15"), conf).start()
+    hub = start_hub(hub_binary("2.15"), conf)
 
     async def main() -> None:
         from edged.options import JetStreamConfig
 
         store = tempfile.mkdtemp(prefix="edgejs-")
-        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"])],
-                               jetstream=JetStreamConfig(enabled=True, store_dir=store, domain=domain))
-        try:
+        async with edge([RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"])],
+                        jetstream=JetStreamConfig(enabled=True, store_dir=store, domain=domain)) as srv:
             link = srv.leafnodes.links[0]
             want = "domain missing" if not domain else "domain conflict"
             await until(lambda: want in link.last_error, 5)
             assert not link.is_connected
-        finally:
-            await srv.shutdown()
 
-    try:
-        run(main())
-    finally:
-        hub.stop()
+    run(main())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -13,9 +14,10 @@ import nkeys
 import pytest
 
 from edged.options import RemoteLeafOpts, TLSConfig
-from tests.hub.test_leafnode import Inbox, propagated
+from tests.support.aio import run, until
 from tests.support.certs import make_pki
-from tests.support.leaf import Hub, OperatorSetup, hub_binary, new_kp, run, start_edge
+from tests.support.inbox import Inbox, propagated
+from tests.support.leaf import Hub, OperatorSetup, edge, hub_binary, new_kp
 from tests.support.tcpproxy import TCPProxy
 
 APP_USERS = "{user: leaf, password: s3cret}, {user: app, password: app}"
@@ -24,11 +26,6 @@ APP_USERS = "{user: leaf, password: s3cret}, {user: app, password: app}"
 @pytest.fixture(scope="module")
 def hub_bin() -> str:
     return hub_binary("2.15")
-
-
-@pytest.fixture(scope="module")
-def pki() -> dict[str, str]:
-    return make_pki(tempfile.mkdtemp(prefix="leafpki-"))
 
 
 async def roundtrip(srv: Any, hub_url: str, **connect: Any) -> None:
@@ -54,15 +51,7 @@ async def roundtrip(srv: Any, hub_url: str, **connect: Any) -> None:
     await ec.close()
 
 
-def _with_hub(hub_bin: str, conf: str, body: Any) -> None:
-    hub = Hub(hub_bin, conf).start()
-    try:
-        run(body(hub))
-    finally:
-        hub.stop()
-
-
-def test_nkey_auth(hub_bin: str) -> None:
+def test_nkey_auth(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     kp = new_kp(nkeys.PREFIX_BYTE_USER)
     conf = f"""
 leafnodes {{ port: $LEAF_PORT }}
@@ -71,18 +60,15 @@ accounts {{ APP {{ users: [ {APP_USERS}, {{nkey: {kp.public_key.decode()}}} ] }}
 
     async def body(hub: Hub) -> None:
         remote = RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], seed=kp.seed.decode())
-        srv = await start_edge([remote])
-        try:
+        async with edge([remote]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             assert srv.leafnodes.connections[0].remote_account == "APP"
             await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-def test_operator_mode_creds(hub_bin: str) -> None:
+def test_operator_mode_creds(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     workdir = tempfile.mkdtemp(prefix="leafjwt-")
     op = OperatorSetup(workdir)
     leaf_creds = op.user_creds("leaf")
@@ -90,18 +76,16 @@ def test_operator_mode_creds(hub_bin: str) -> None:
     conf = op.hub_config() + "leafnodes { port: $LEAF_PORT }\n"
 
     async def body(hub: Hub) -> None:
-        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=leaf_creds)])
-        try:
+        remote = RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=leaf_creds)
+        async with edge([remote]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             assert srv.leafnodes.connections[0].remote_account == op.app.public_key.decode()
             await roundtrip(srv, f"nats://127.0.0.1:{hub.port}", user_credentials=app_creds)
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-def test_operator_mode_bad_creds_retried(hub_bin: str) -> None:
+def test_operator_mode_bad_creds_retried(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     workdir = tempfile.mkdtemp(prefix="leafjwt-")
     op = OperatorSetup(workdir)
     other = OperatorSetup(workdir)  # a user of an account the hub does not trust
@@ -109,22 +93,18 @@ def test_operator_mode_bad_creds_retried(hub_bin: str) -> None:
     conf = op.hub_config() + "leafnodes { port: $LEAF_PORT }\n"
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
-
-        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=bad)],
-                               reconnect=0.2)
-        try:
+        async with edge([RemoteLeafOpts(urls=[f"nats://127.0.0.1:{hub.leaf_port}"], credentials=bad)],
+                        reconnect=0.2) as srv:
             link = srv.leafnodes.links[0]
             await until(lambda: link.attempts >= 2 and "Authorization Violation" in link.last_error, 8)
             assert not link.is_connected
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
 @pytest.mark.parametrize("handshake_first", [False, True])
-def test_tls_with_ca_and_client_cert(hub_bin: str, pki: dict[str, str], handshake_first: bool) -> None:
+def test_tls_with_ca_and_client_cert(hub_bin: str, pki: dict[str, str], handshake_first: bool,
+                                     start_hub: Callable[..., Hub]) -> None:
     hf = "handshake_first: true" if handshake_first else ""
     conf = f"""
 leafnodes {{
@@ -137,19 +117,17 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
     async def body(hub: Hub) -> None:
         tls = TLSConfig(ca_file=pki["ca"], cert_file=pki["client_cert"], key_file=pki["client_key"],
                         handshake_first=handshake_first)
-        srv = await start_edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"], tls=tls)])
-        try:
+        remote = RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"], tls=tls)
+        async with edge([remote]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             conn = srv.leafnodes.connections[0]
             assert conn.transport.get_extra_info("ssl_object") is not None
             await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-def test_tls_untrusted_hub_rejected(hub_bin: str, pki: dict[str, str]) -> None:
+def test_tls_untrusted_hub_rejected(hub_bin: str, pki: dict[str, str], start_hub: Callable[..., Hub]) -> None:
     other = make_pki(tempfile.mkdtemp(prefix="leafpki2-"))
     conf = f"""
 leafnodes {{ port: $LEAF_PORT, tls {{ cert_file: "{pki['server_cert']}", key_file: "{pki['server_key']}" }} }}
@@ -157,22 +135,17 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
 """
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
-
-        srv = await start_edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
-                                               tls=TLSConfig(ca_file=other["ca"]))], reconnect=0.2)
-        try:
+        async with edge([RemoteLeafOpts(urls=[f"tls://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
+                                        tls=TLSConfig(ca_file=other["ca"]))], reconnect=0.2) as srv:
             link = srv.leafnodes.links[0]
             await until(lambda: "TLS handshake error" in link.last_error, 5)
             assert not link.is_connected
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
 @pytest.mark.parametrize("variant", ["plain", "no_masking", "compression", "prefix"])
-def test_websocket(hub_bin: str, variant: str) -> None:
+def test_websocket(hub_bin: str, variant: str, start_hub: Callable[..., Hub]) -> None:
     comp = "compression: true" if variant == "compression" else ""
     conf = f"""
 leafnodes {{ port: $LEAF_PORT }}
@@ -184,20 +157,17 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
         path = "/some/prefix" if variant == "prefix" else ""
         remote = RemoteLeafOpts(urls=[f"ws://leaf:s3cret@127.0.0.1:{hub.ws_port}{path}"],
                                 ws_no_masking=variant == "no_masking", ws_compression=variant == "compression")
-        srv = await start_edge([remote])
-        try:
+        async with edge([remote]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             ws = srv.leafnodes.connections[0].transport._p
             assert ws.mask is (variant != "no_masking")
             assert ws.deflate is (variant == "compression")
             await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-def test_wss(hub_bin: str, pki: dict[str, str]) -> None:
+def test_wss(hub_bin: str, pki: dict[str, str], start_hub: Callable[..., Hub]) -> None:
     conf = f"""
 leafnodes {{ port: $LEAF_PORT }}
 websocket {{ port: $WS_PORT, tls {{ cert_file: "{pki['server_cert']}", key_file: "{pki['server_key']}" }} }}
@@ -206,19 +176,16 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
 
     async def body(hub: Hub) -> None:
         remote = RemoteLeafOpts(urls=[f"wss://leaf:s3cret@127.0.0.1:{hub.ws_port}"], tls=TLSConfig(ca_file=pki["ca"]))
-        srv = await start_edge([remote])
-        try:
+        async with edge([remote]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             assert srv.leafnodes.connections[0].transport.get_extra_info("ssl_object") is not None
             await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
 @pytest.mark.parametrize("scheme", ["ws", "nats"])
-def test_http_connect_proxy(hub_bin: str, scheme: str) -> None:
+def test_http_connect_proxy(hub_bin: str, scheme: str, start_hub: Callable[..., Hub]) -> None:
     conf = f"""
 leafnodes {{ port: $LEAF_PORT }}
 websocket {{ port: $WS_PORT, no_tls: true }}
@@ -231,52 +198,38 @@ accounts {{ APP {{ users: [ {APP_USERS} ] }} }}
             remote = RemoteLeafOpts(urls=[f"{scheme}://leaf:s3cret@127.0.0.1:{port}"], ignore_discovered_urls=True,
                                     proxy={"url": f"http://127.0.0.1:{proxy.port}", "username": "pu",
                                            "password": "pp", "timeout": 2.0})
-            srv = await start_edge([remote])
-            try:
+            async with edge([remote]) as srv:
                 assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
                 assert proxy.requests and proxy.requests[0].startswith(f"CONNECT 127.0.0.1:{port} HTTP/1.1")
                 await roundtrip(srv, f"nats://app:app@127.0.0.1:{hub.port}")
-            finally:
-                await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-def test_proxy_auth_failure_reported(hub_bin: str) -> None:
+def test_proxy_auth_failure_reported(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     conf = f"leafnodes {{ port: $LEAF_PORT }}\naccounts {{ APP {{ users: [ {APP_USERS} ] }} }}\n"
 
     async def body(hub: Hub) -> None:
-        from tests.support.leaf import until
-
         with TCPProxy(http_connect=True, auth=("pu", "pp")) as proxy:
             remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{hub.leaf_port}"],
                                     proxy={"url": f"http://127.0.0.1:{proxy.port}", "username": "pu",
                                            "password": "bad"})
-            srv = await start_edge([remote], reconnect=0.2)
-            try:
+            async with edge([remote], reconnect=0.2) as srv:
                 link = srv.leafnodes.links[0]
                 await until(lambda: "407" in link.last_error, 5)
-            finally:
-                await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
-
-
-
-def test_token_in_url(hub_bin: str) -> None:
+def test_token_in_url(hub_bin: str, start_hub: Callable[..., Hub]) -> None:
     conf = 'authorization { token: "t0k3n" }\nleafnodes { port: $LEAF_PORT }\n'
 
     async def body(hub: Hub) -> None:
-        srv = await start_edge([RemoteLeafOpts(urls=[f"nats://t0k3n@127.0.0.1:{hub.leaf_port}"])])
-        try:
+        async with edge([RemoteLeafOpts(urls=[f"nats://t0k3n@127.0.0.1:{hub.leaf_port}"])]) as srv:
             assert await srv.leafnodes.wait_connected(5), srv.leafnodes.links[0].last_error
             await roundtrip(srv, f"nats://t0k3n@127.0.0.1:{hub.port}")
-        finally:
-            await srv.shutdown()
 
-    _with_hub(hub_bin, conf, body)
+    run(body(start_hub(hub_bin, conf)))
 
 
 def test_unsupported_remote_options_rejected() -> None:

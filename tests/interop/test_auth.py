@@ -18,13 +18,8 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from edged import jwt as jwtmod
 from edged.creds import write_creds_file
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-def run(coro: Any, timeout: float = 30.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 
 async def try_connect(url: str, **kw: Any) -> str:

@@ -10,9 +10,8 @@ import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -20,10 +19,6 @@ def srv(request):
     p = ServerProcess(request.param).start()
     yield p
     p.stop()
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def test_pub_sub_wildcards_and_order(srv):
@@ -232,31 +227,28 @@ def test_slow_consumer_is_disconnected():
         assert delivered == 5000, (kind, delivered)
 
 
-def test_reconnect_after_restart():
-    p = ServerProcess("edged").start()
-    try:
+def test_reconnect_after_restart(start_server):
+    p = start_server("edged")
 
-        async def main():
-            reconnected = asyncio.Event()
+    async def main():
+        reconnected = asyncio.Event()
 
-            async def on_rc():
-                reconnected.set()
+        async def on_rc():
+            reconnected.set()
 
-            nc = await nats.connect(p.url, reconnected_cb=on_rc, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-            got = []
-            await nc.subscribe("rc.x", cb=collector(got))
-            await nc.flush()
-            await asyncio.to_thread(p.restart)
-            await asyncio.wait_for(reconnected.wait(), 15)
-            await nc.flush()
-            pub = await nats.connect(p.url)
-            await pub.publish("rc.x", b"after")
-            await pub.flush()
-            await asyncio.sleep(0.3)
-            await pub.close()
-            await nc.close()
-            return got
+        nc = await nats.connect(p.url, reconnected_cb=on_rc, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        got = []
+        await nc.subscribe("rc.x", cb=collector(got))
+        await nc.flush()
+        await asyncio.to_thread(p.restart)
+        await asyncio.wait_for(reconnected.wait(), 15)
+        await nc.flush()
+        pub = await nats.connect(p.url)
+        await pub.publish("rc.x", b"after")
+        await pub.flush()
+        await asyncio.sleep(0.3)
+        await pub.close()
+        await nc.close()
+        return got
 
-        assert run(main()) == [b"after"]
-    finally:
-        p.stop()
+    assert run(main()) == [b"after"]

@@ -8,9 +8,7 @@ import time
 
 import pytest
 
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.servers import KINDS, ServerProcess
 
 
 def read_until_closed(s: socket.socket, limit: float) -> tuple[bytes, bool]:

@@ -19,14 +19,12 @@ from hypothesis import strategies as st
 from edged import goformat as G
 from edged import monitor as M
 from edged.options import AccountConfig, Options, User
-from tests.support.servers import ServerProcess, free_port, wait_port
+from tests.support.aio import run, until
+from tests.support.inprocess import running
+from tests.support.servers import free_port, wait_port
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers
-
-
-def run(coro, timeout: float = 40.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def http(port: int, path: str, method: str = "GET", raw: bytes | None = None) -> tuple[int, dict, bytes]:
@@ -68,14 +66,6 @@ async def start_edged(o: Options):
     srv = Server(o)
     await srv.start()
     return srv
-
-
-async def settle(pred, timeout: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -186,8 +176,7 @@ def test_to_json_preserves_values(doc):
 
 def test_http_endpoints_in_process():
     async def main():
-        srv = await start_edged(opts(server_name="edge-1"))
-        try:
+        async with running(opts(server_name="edge-1")) as srv:
             mport = srv.monitor.port
             assert mport > 0
             url = f"nats://127.0.0.1:{srv.client_port}"
@@ -207,7 +196,7 @@ def test_http_endpoints_in_process():
                 await b.publish("foo.x", b"hello")
             await b.flush()
             await a.flush()
-            await settle(lambda: len(got) == 3)
+            await until(lambda: len(got) == 3, 3)
 
             v = await get_json(mport, "/varz")
             assert v["server_name"] == "edge-1" and v["server_id"] == srv.server_id
@@ -309,7 +298,7 @@ def test_http_endpoints_in_process():
 
             # closed connections: remembered with their reason
             await b.close()
-            await settle(lambda: len(srv.clients) == 1)
+            await until(lambda: len(srv.clients) == 1, 3)
             c = await get_json(mport, "/connz?state=closed")
             assert c["total"] == 1 and c["connections"][0]["name"] == "beta"
             assert c["connections"][0]["reason"] == "Client Closed" and "stop" in c["connections"][0]
@@ -320,8 +309,6 @@ def test_http_endpoints_in_process():
             v3 = await get_json(mport, "/varz")
             assert v3["connections"] == 1 and v3["total_connections"] == 2 and v3["in_msgs"] == 3
             await a.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -353,8 +340,7 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[str, float]]]:
 
 def test_metrics_prometheus_format():
     async def main():
-        srv = await start_edged(opts())
-        try:
+        async with running(opts()) as srv:
             nc = await nats.connect(f"nats://127.0.0.1:{srv.client_port}")
             await nc.subscribe("x")
             await nc.flush()
@@ -370,8 +356,6 @@ def test_metrics_prometheus_format():
             assert ('{account="$G"}', 1.0) in samples["edged_account_connections"]
             assert samples["edged_info"][0][0].count("server_id=") == 1
             await nc.close()
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -380,15 +364,12 @@ def test_base_path_and_fixed_port_and_logging(caplog):
     port = free_port()
 
     async def main():
-        srv = await start_edged(opts(http_port=port, http_base_path="/mon/"))
-        try:
+        async with running(opts(http_port=port, http_base_path="/mon/")) as srv:
             assert srv.monitor.port == port
             assert (await http(port, "/varz"))[0] == 404
             v = await get_json(port, "/mon/varz")
             assert v["http_base_path"] == "/mon/" and v["http_port"] == port
             assert (await http(port, "/mon"))[0] == 200
-        finally:
-            await srv.shutdown()
         # stopped: the port is released
         with pytest.raises(OSError):
             await asyncio.open_connection("127.0.0.1", port)
@@ -542,13 +523,10 @@ def test_sys_requests_need_a_system_account():
     from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
-        srv = await start_edged(opts(no_system_account=True))
-        try:
+        async with running(opts(no_system_account=True)) as srv:
             assert srv.system_account is None
             assert install_system_handlers(srv) is None
             assert all(not a.sublist.count for a in srv.accounts.values())
-        finally:
-            await srv.shutdown()
 
     run(main())
 
@@ -579,12 +557,11 @@ async def _exercise(url: str) -> list:
     return [a, b, c]
 
 
-def test_differential_against_nats_server():
+def test_differential_against_nats_server(start_server):
     async def main():
         nmon = free_port()
-        ns = ServerProcess("nats-server", http_port=nmon).start()
-        srv = await start_edged(opts())
-        try:
+        ns = start_server("nats-server", http_port=nmon)
+        async with running(opts()) as srv:
             wait_port(nmon)
             emon = srv.monitor.port
             # the harness's port probe is a connection too: compare what the clients add
@@ -701,14 +678,11 @@ def test_differential_against_nats_server():
                 assert xe[k] == xn[k], k
             for n in cn + ce:
                 await n.close()
-        finally:
-            await srv.shutdown()
-            ns.stop()
 
     run(main(), timeout=60)
 
 
-def test_differential_sys_requests():
+def test_differential_sys_requests(start_server):
     """$SYS.REQ.SERVER envelopes: edged's keys are a subset of nats-server's, data documents alike."""
     conf = """
 accounts { SYS { users [{user: sys, password: sys}] }, A { users [{user: a, password: a}] } }
@@ -717,10 +691,9 @@ system_account: SYS
     from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
-        ns = ServerProcess("nats-server", config=conf).start()
-        srv = await start_edged(sys_opts())
-        install_system_handlers(srv)
-        try:
+        ns = start_server("nats-server", config=conf)
+        async with running(sys_opts()) as srv:
+            install_system_handlers(srv)
             out = {}
             for kind, url in (("n", ns.url), ("e", f"nats://127.0.0.1:{srv.client_port}")):
                 app = await nats.connect(url, user="a", password="a", name="app")
@@ -762,23 +735,20 @@ system_account: SYS
             for k in ("n", "e"):
                 app = [c for c in out[k][ck]["data"]["connections"] if c["name"] == "app"]
                 assert app and app[0]["subscriptions_list"] == ["x.>"], k
-        finally:
-            await srv.shutdown()
-            ns.stop()
 
     run(main(), timeout=60)
 
 
-def test_leafz_and_leafnode_health_with_a_real_hub():
+def test_leafz_and_leafnode_health_with_a_real_hub(start_server):
     """edged as a leaf of a nats-server hub: /leafz and /varz see the link; the hub going away fails only
     the opt-in `?leafnodes=true` health check, because an edge keeps serving while offline."""
     from edged.options import LeafNodeOpts, RemoteLeafOpts
 
     async def main():
         lport, hmon = free_port(), free_port()
-        hub = ServerProcess("nats-server", http_port=hmon, config=f"leafnodes {{ port: {lport} }}").start()
-        srv = await start_edged(opts(leafnodes=LeafNodeOpts(remotes=[RemoteLeafOpts(urls=[f"nats://127.0.0.1:{lport}"])])))
-        try:
+        hub = start_server("nats-server", http_port=hmon, config=f"leafnodes {{ port: {lport} }}")
+        remote = RemoteLeafOpts(urls=[f"nats://127.0.0.1:{lport}"])
+        async with running(opts(leafnodes=LeafNodeOpts(remotes=[remote]))) as srv:
             assert await srv.leafnodes.wait_connected(10)
             mport = srv.monitor.port
             le = await get_json(mport, "/leafz?subs=1")
@@ -793,14 +763,11 @@ def test_leafz_and_leafnode_health_with_a_real_hub():
             assert (await http(mport, "/healthz?leafnodes=true"))[0] == 200
 
             hub.stop()
-            await settle(lambda: not srv.leafnodes.connections, timeout=10)
+            await until(lambda: not srv.leafnodes.connections, 10)
             status, _, body = await http(mport, "/healthz?leafnodes=true")
             assert status == 503 and json.loads(body)["status"] == "unavailable"
             assert "leafnode" in json.loads(body)["error"]
             assert (await http(mport, "/healthz"))[0] == 200
             assert (await get_json(mport, "/leafz"))["leafnodes"] == 0
-        finally:
-            await srv.shutdown()
-            hub.stop()
 
     run(main())

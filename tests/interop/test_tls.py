@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-import tempfile
 from typing import Any
 
 import nats
 import pytest
 
-from tests.support.certs import make_pki
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-@pytest.fixture(scope="module")
-def pki() -> dict[str, str]:
-    return make_pki(tempfile.mkdtemp(prefix="pki-"))
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 
 def ctx(pki: dict[str, str], client_cert: bool = False) -> ssl.SSLContext:
@@ -50,10 +41,6 @@ async def attempt(url: str, **kw: Any) -> str:
         return f"error: {type(e).__name__}"
     finally:
         await nc.close()
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -9,97 +9,12 @@ import asyncio
 import base64
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
-from tests.support.jsutil import run
+from tests.support.aio import run
+from tests.support.rawclient import Raw, pub
 from tests.support.servers import ServerProcess
-
-
-class Raw:
-    """A bare NATS connection: writes go out exactly as given, replies are read by inbox."""
-
-    def __init__(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        self.r, self.w = r, w
-        self.buf = b""
-        self.msgs: list[tuple[bytes, bytes, bytes, bytes]] = []  # (subject, reply, headers, payload)
-
-    @classmethod
-    async def connect(cls, srv: ServerProcess) -> Raw:
-        r, w = await asyncio.open_connection("127.0.0.1", srv.port)
-        await r.readline()
-        c = cls(r, w)
-        w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _I.* 1\r\n')
-        await c.ping()
-        return c
-
-    async def _fill(self) -> None:
-        d = await asyncio.wait_for(self.r.read(1 << 16), 5)
-        if not d:
-            raise EOFError
-        self.buf += d
-        while True:
-            if not self.buf.startswith((b"MSG ", b"HMSG ")):
-                # PONG, and lines to skip (nats-server's second INFO, PING)
-                end = self.buf.find(b"\r\n")
-                if end < 0:
-                    return
-                if self.buf.startswith(b"PONG"):
-                    self.msgs.append((b"PONG", b"", b"", b""))
-                self.buf = self.buf[end + 2:]
-                continue
-            end = self.buf.find(b"\r\n")
-            if end < 0:
-                return
-            args = self.buf[:end].split()
-            hmsg = args[0] == b"HMSG"
-            total = int(args[-1])
-            hlen = int(args[-2]) if hmsg else 0
-            reply = args[3] if len(args) == (6 if hmsg else 5) else b""
-            start = end + 2
-            if len(self.buf) < start + total + 2:
-                return
-            body = self.buf[start:start + total]
-            m = args
-            self.msgs.append((m[1], reply, body[:hlen], body[hlen:]))
-            self.buf = self.buf[start + total + 2:]
-
-    async def ping(self) -> None:
-        self.w.write(b"PING\r\n")
-        while not any(m[0] == b"PONG" for m in self.msgs):
-            await self._fill()
-        self.msgs = [m for m in self.msgs if m[0] != b"PONG"]
-
-    async def take(self, subject: bytes, n: int) -> list[tuple[bytes, bytes, bytes, bytes]]:
-        """The first n messages delivered to inbox `subject`; b"" for the messages a consumer delivers
-        (under their own subject, with an ack reply)."""
-        def ours(m: tuple[bytes, bytes, bytes, bytes]) -> bool:
-            return m[1].startswith(b"$JS.ACK.") if not subject else m[0] == subject
-        while sum(1 for m in self.msgs if ours(m)) < n:
-            await self._fill()
-        got = [m for m in self.msgs if ours(m)][:n]
-        for m in got:
-            self.msgs.remove(m)
-        return got
-
-    async def take_prefix(self, prefix: bytes, n: int) -> list[tuple[bytes, bytes, bytes, bytes]]:
-        """The first n messages delivered to subjects starting with `prefix`, in the order they came."""
-        while sum(1 for m in self.msgs if m[0].startswith(prefix)) < n:
-            await self._fill()
-        got = [m for m in self.msgs if m[0].startswith(prefix)][:n]
-        ids = {id(m) for m in got}
-        self.msgs = [m for m in self.msgs if id(m) not in ids]
-        return got
-
-    async def request(self, subject: str, body: Any, inbox: bytes) -> Any:
-        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
-        self.w.write(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), inbox, len(data), data))
-        return json.loads((await self.take(inbox, 1))[0][3])
-
-
-def _pub(subject: bytes, reply: bytes = b"", data: bytes = b"") -> bytes:
-    if reply:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
-    return b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
 
 
 async def _setup(c: Raw, cfg: dict[str, Any], n: int, stream: dict[str, Any] | None = None) -> None:
@@ -119,11 +34,11 @@ def test_acks_then_pull_in_one_write_with_max_ack_pending(js_server: ServerProce
         c = await Raw.connect(js_server)
         await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 2}, 6)
         nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
-        c.w.write(_pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
+        c.w.write(pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
         first = await c.take(b"", 2)
-        c.w.write(b"".join(_pub(m[1]) for m in first) + _pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
+        c.w.write(b"".join(pub(m[1]) for m in first) + pub(nxt, b"_I.f", b'{"batch":2,"expires":2000000000}'))
         second = await c.take(b"", 2)
-        c.w.write(b"".join(_pub(m[1]) for m in second))
+        c.w.write(b"".join(pub(m[1]) for m in second))
         await c.ping()
         for _ in range(40):  # nats-server handles acks apart from requests: give it a moment if needed
             info = await c.request("$JS.API.CONSUMER.INFO.S.P", b"", b"_I.i")
@@ -136,51 +51,48 @@ def test_acks_then_pull_in_one_write_with_max_ack_pending(js_server: ServerProce
     assert run(body()) == [[b"m0", b"m1", b"m2", b"m3"], 0, 4]
 
 
-def test_acks_then_info_and_no_wait_in_one_write() -> None:
+def test_acks_then_info_and_no_wait_in_one_write(start_server: Callable[..., ServerProcess]) -> None:
     # edged: an API request behind acks in the same write sees them done; a no_wait pull request that
     # needs their room does not answer 404/409
-    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    try:
-        async def body() -> list[Any]:
-            c = await Raw.connect(srv)
-            await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
-            nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
-            c.w.write(_pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
-            got = await c.take(b"", 3)
-            c.w.write(_pub(got[0][1]) + _pub(got[2][1]) + _pub(b"$JS.API.CONSUMER.INFO.S.P", b"_I.i"))
-            info = json.loads((await c.take(b"_I.i", 1))[0][3])
-            out: list[Any] = [info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
-            c.w.write(_pub(got[1][1]) + _pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
-            more = await c.take(b"", 3)
-            out.append([m[3] for m in more])
-            c.w.close()
-            return out
+    srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
 
-        assert run(body()) == [1, 1, [b"m3", b"m4", b"m5"]]
-    finally:
-        srv.stop()
+    async def body() -> list[Any]:
+        c = await Raw.connect(srv)
+        await _setup(c, {"durable_name": "P", "ack_policy": "explicit", "max_ack_pending": 3}, 8)
+        nxt = b"$JS.API.CONSUMER.MSG.NEXT.S.P"
+        c.w.write(pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+        got = await c.take(b"", 3)
+        c.w.write(pub(got[0][1]) + pub(got[2][1]) + pub(b"$JS.API.CONSUMER.INFO.S.P", b"_I.i"))
+        info = json.loads((await c.take(b"_I.i", 1))[0][3])
+        out: list[Any] = [info["num_ack_pending"], info["ack_floor"]["stream_seq"]]
+        c.w.write(pub(got[1][1]) + pub(nxt, b"_I.f", b'{"batch":3,"no_wait":true}'))
+        more = await c.take(b"", 3)
+        out.append([m[3] for m in more])
+        c.w.close()
+        return out
+
+    assert run(body()) == [1, 1, [b"m3", b"m4", b"m5"]]
 
 
-def test_acks_then_publish_to_interest_stream_in_one_write() -> None:
+def test_acks_then_publish_to_interest_stream_in_one_write(
+        start_server: Callable[..., ServerProcess]) -> None:
     # edged: acks remove the messages of an interest stream at once, so a publish behind them in the same
     # write finds room under max_msgs/discard new
-    srv = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")]).start()
-    try:
-        async def body() -> list[Any]:
-            c = await Raw.connect(srv)
-            await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,
-                         {"retention": "interest", "max_msgs": 2, "discard": "new"})
-            c.w.write(_pub(b"$JS.API.CONSUMER.MSG.NEXT.S.P", b"_I.f", b'{"batch":2,"expires":1000000000}'))
-            got = await c.take(b"", 2)
-            c.w.write(_pub(got[0][1]) + _pub(got[1][1]) + _pub(b"s", b"_I.p", b"m2"))
-            ack = json.loads((await c.take(b"_I.p", 1))[0][3])
-            info = await c.request("$JS.API.STREAM.INFO.S", b"", b"_I.i")
-            c.w.close()
-            return [ack.get("seq"), info["state"]["messages"]]
+    srv = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-")])
 
-        assert run(body()) == [3, 1]
-    finally:
-        srv.stop()
+    async def body() -> list[Any]:
+        c = await Raw.connect(srv)
+        await _setup(c, {"durable_name": "P", "ack_policy": "explicit"}, 2,
+                     {"retention": "interest", "max_msgs": 2, "discard": "new"})
+        c.w.write(pub(b"$JS.API.CONSUMER.MSG.NEXT.S.P", b"_I.f", b'{"batch":2,"expires":1000000000}'))
+        got = await c.take(b"", 2)
+        c.w.write(pub(got[0][1]) + pub(got[1][1]) + pub(b"s", b"_I.p", b"m2"))
+        ack = json.loads((await c.take(b"_I.p", 1))[0][3])
+        info = await c.request("$JS.API.STREAM.INFO.S", b"", b"_I.i")
+        c.w.close()
+        return [ack.get("seq"), info["state"]["messages"]]
+
+    assert run(body()) == [3, 1]
 
 
 def test_a_big_write_of_publishes_is_taken_in_slices(js_server: ServerProcess) -> None:
@@ -192,8 +104,8 @@ def test_a_big_write_of_publishes_is_taken_in_slices(js_server: ServerProcess) -
         r = await c.request("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s"]}, b"_I.c")
         assert "error" not in r, r
         big = bytes(range(256)) * 1200
-        frames = [_pub(b"s", b"_I.p", b"m%d" % i + b"." * (i % 300)) for i in range(3000)]
-        frames.insert(1500, _pub(b"s", b"_I.p", big))
+        frames = [pub(b"s", b"_I.p", b"m%d" % i + b"." * (i % 300)) for i in range(3000)]
+        frames.insert(1500, pub(b"s", b"_I.p", big))
         c.w.write(b"".join(frames))
         acks = [json.loads(m[3]) for m in await c.take(b"_I.p", 3001)]
         got = await c.request("$JS.API.STREAM.MSG.GET.S", {"seq": 1501}, b"_I.g")
@@ -220,7 +132,7 @@ def test_pubacks_of_one_commit_to_inbox_subscribers(js_server: ServerProcess) ->
                 other.w.write(b"SUB _R.107 5\r\nSUB _R.111 q 6\r\nSUB _R.x.> 7\r\n")
                 await other.ping()
             replies = [b"_R.%d" % (100 * rnd + i) for i in range(60)] + [b"_R.x.1.2"]
-            c.w.write(b"".join(_pub(b"s", rp, b"m") for rp in replies))
+            c.w.write(b"".join(pub(b"s", rp, b"m") for rp in replies))
             while sum(1 for m in c.msgs if m[0].startswith(b"_R.")) < 60:
                 await c._fill()
             got = [(m[0], json.loads(m[3])["seq"]) for m in c.msgs if m[0].startswith(b"_R.")]

@@ -16,7 +16,7 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import differing, replies_of_both
+from tests.support.jsutil import case_stream, differing, replies_of_both
 
 SEEDS = (1, 2, 3)
 RETENTIONS = ("limits", "workqueue", "interest")
@@ -37,7 +37,8 @@ async def _scenario(url: str) -> list[Any]:
     for seed in SEEDS:
         for retention in RETENTIONS:
             rnd = random.Random(f"{seed}{retention}")
-            await js.add_stream(name="FL", subjects=["fl.*"], retention=retention)
+            stream = case_stream("FL", seed, retention)
+            await js.add_stream(name=stream, subjects=["fl.*"], retention=retention)
             cons = _consumers(retention)
             subs = {}
             for name, flt, maxd in cons:
@@ -45,11 +46,11 @@ async def _scenario(url: str) -> list[Any]:
                                        "max_deliver": maxd}
                 if flt:
                     cfg["filter_subject"] = flt
-                r = json.loads((await nc.request(f"$JS.API.CONSUMER.CREATE.FL.{name}",
-                                                 json.dumps({"stream_name": "FL", "config": cfg}).encode(),
+                r = json.loads((await nc.request(f"$JS.API.CONSUMER.CREATE.{stream}.{name}",
+                                                 json.dumps({"stream_name": stream, "config": cfg}).encode(),
                                                  timeout=5)).data)
                 assert "error" not in r, r
-                subs[name] = await js.pull_subscribe_bind(name, "FL")
+                subs[name] = await js.pull_subscribe_bind(name, stream)
             for _ in range(30):
                 await js.publish(f"fl.{rnd.choice('aab')}", b"x")
             for step in range(8):
@@ -64,13 +65,13 @@ async def _scenario(url: str) -> list[Any]:
                             await nc.request(m.reply, act, timeout=5)
                         out.append((seed, retention, step, name, m.metadata.sequence.stream,
                                     m.metadata.num_delivered, act))
-                    ci = await js.consumer_info("FL", name)
+                    ci = await js.consumer_info(stream, name)
                     out.append((seed, retention, step, name, ci.delivered.stream_seq, ci.delivered.consumer_seq,
                                 ci.ack_floor.stream_seq, ci.ack_floor.consumer_seq, ci.num_ack_pending,
                                 ci.num_redelivered, ci.num_pending))
-            st = (await js.stream_info("FL")).state
+            st = (await js.stream_info(stream)).state
             out.append((seed, retention, st.messages, st.first_seq, st.last_seq))
-            await js.delete_stream("FL")
+            await js.delete_stream(stream)
     await nc.close()
     return out
 

@@ -12,14 +12,16 @@ import json
 import random
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import nats
 
-from tests.jetstream.test_js_ack_batching import Raw
-from tests.support.jsutil import KINDS, differing, drain, run
-from tests.support.servers import ServerProcess, free_port
+from tests.support.aio import run
+from tests.support.jsutil import differing, drain
+from tests.support.rawclient import Raw
+from tests.support.servers import KINDS, ServerProcess, free_port
 
 CONSUMERS = {
     "CE": {"ack_policy": "explicit"},
@@ -122,16 +124,12 @@ async def _scenario(port: int, http_port: int) -> list[Any]:
     return out
 
 
-def test_plain_ack_runs_match_nats_server() -> None:
+def test_plain_ack_runs_match_nats_server(start_server: Callable[..., ServerProcess]) -> None:
     res = {}
     for kind in KINDS:
         port, http_port = free_port(), free_port()
-        p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="ackruns-")], port=port,
-                          http_port=http_port).start()
-        try:
-            res[kind] = run(_scenario(port, http_port), timeout=120)
-        finally:
-            p.stop()
+        start_server(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="ackruns-")], port=port, http_port=http_port)
+        res[kind] = run(_scenario(port, http_port), timeout=120)
     assert res["edged"][1]["CE"]["num_ack_pending"] > 0  # a real mix of acked and pending
     assert res["edged"][4] is True  # the spy saw every ack frame, in order
     assert res["edged"][5] > 20  # +OK per ack

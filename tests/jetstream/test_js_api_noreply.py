@@ -7,7 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from tests.support.jsutil import drain, run, session
+from tests.support.aio import run
+from tests.support.jsutil import drain, session
 from tests.support.servers import ServerProcess
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
-from tests.support.jsutil import replies_of_both, run
+from tests.support.aio import run
+from tests.support.jsutil import replies_of_both
 from tests.support.servers import ServerProcess
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
@@ -282,17 +284,14 @@ DOMAIN_SCRIPT: list[tuple[str, str, Any, Any]] = [
 ]
 
 
-def test_domain_replies_match() -> None:
+def test_domain_replies_match(start_server: Callable[..., ServerProcess]) -> None:
     """With `domain`, PubAcks, stream info/update/list and account info carry it, and the API also
     answers on `$JS.<domain>.API.>`: the same replies as nats-server."""
     res = {}
     for kind in ("nats-server", "edged"):
         d = tempfile.mkdtemp(prefix="jswire-dom-")
-        p = ServerProcess(kind, config=f'jetstream {{ store_dir: "{d}", domain: EDGE1 }}\n').start()
-        try:
-            res[kind] = run(_scenario(p.url, DOMAIN_SCRIPT), timeout=60)
-        finally:
-            p.stop()
+        p = start_server(kind, config=f'jetstream {{ store_dir: "{d}", domain: EDGE1 }}\n')
+        res[kind] = run(_scenario(p.url, DOMAIN_SCRIPT), timeout=60)
     assert res["edged"] == res["nats-server"]
     assert res["edged"][1][2] == {"stream": "D", "seq": 1, "domain": "EDGE1"}
     assert res["edged"][3][2] == {"stream": "D", "seq": 2, "domain": "EDGE1", "duplicate": True}

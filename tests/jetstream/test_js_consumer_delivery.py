@@ -12,7 +12,8 @@ from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import create, quiet, run, session
+from tests.support.aio import run
+from tests.support.jsutil import create, quiet, session
 from tests.support.servers import ServerProcess
 
 NS = 1_000_000_000

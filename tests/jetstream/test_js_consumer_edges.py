@@ -14,7 +14,8 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig
 
-from tests.support.jsutil import Probe, drain, info_t, masked, run, session, sync
+from tests.support.aio import run
+from tests.support.jsutil import Probe, drain, info_t, masked, session, sync
 from tests.support.servers import ServerProcess
 
 NS = 1_000_000_000

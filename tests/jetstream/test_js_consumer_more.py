@@ -11,7 +11,8 @@ import json
 import time
 from typing import Any
 
-from tests.support.jsutil import create, exc_name, kv_keys, quiet, run, session
+from tests.support.aio import run
+from tests.support.jsutil import create, exc_name, kv_keys, quiet, session
 from tests.support.servers import ServerProcess
 
 

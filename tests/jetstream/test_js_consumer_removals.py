@@ -9,7 +9,8 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.support.jsutil import masked, run, session
+from tests.support.aio import run
+from tests.support.jsutil import masked, session
 from tests.support.servers import ServerProcess
 
 

@@ -12,12 +12,14 @@ import asyncio
 import json
 import re
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
-from tests.support.jsutil import replies_of_both, run, session
+from tests.support.aio import run
+from tests.support.jsutil import replies_of_both, session
 from tests.support.servers import ServerProcess
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
@@ -413,7 +415,7 @@ def test_script_covers_errors(replies: dict[str, list[Any]]) -> None:
     assert len(codes) >= 25, codes
 
 
-def test_priority_groups_are_refused_clearly() -> None:
+def test_priority_groups_are_refused_clearly(start_server: Callable[..., ServerProcess]) -> None:
     """edged does not build nats-server 2.11's priority groups: a config asking for them is refused with a
     clear error instead of being accepted and ignored."""
     async def body(nc: Any, js: Any) -> dict[str, Any]:
@@ -424,9 +426,6 @@ def test_priority_groups_are_refused_clearly() -> None:
                              timeout=2)
         return json.loads(r.data)  # type: ignore[no-any-return]
 
-    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")]).start()
-    try:
-        got = run(session(p, body))
-    finally:
-        p.stop()
+    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")])
+    got = run(session(p, body))
     assert got["error"] == {"code": 500, "err_code": 10012, "description": "priority groups are not supported by edged"}

@@ -7,18 +7,15 @@ import asyncio
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.support.jsutil import err, run, session
+from tests.support.aio import run
+from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-
 
 
 async def fill(js: Any, n: int, stream: str = "S", subjects: list[str] | None = None) -> None:
@@ -236,85 +233,80 @@ def test_workqueue_and_interest_retention(js_server: ServerProcess) -> None:
     assert got == [1, (10099, "multiple non-filtered consumers not allowed on workqueue stream"), 0, 1, 0]
 
 
-def test_durable_resumes_after_restart() -> None:
+def test_durable_resumes_after_restart(start_server: Callable[..., ServerProcess]) -> None:
     d = tempfile.mkdtemp(prefix="jsc-restart-")
-    p = ServerProcess("edged", ["-js", "-sd", d]).start()
-    try:
-        async def before(nc: Any, js: Any) -> None:
-            await fill(js, 10)
-            psub = await js.pull_subscribe("s.>", durable="D", config=ConsumerConfig(ack_wait=3))
-            msgs = await psub.fetch(6, timeout=2)
-            for m in msgs[:4]:
-                await m.ack_sync()
+    p = start_server("edged", ["-js", "-sd", d])
 
-        run(session(p, before))
-        p.kill9()
-        p.start()
+    async def before(nc: Any, js: Any) -> None:
+        await fill(js, 10)
+        psub = await js.pull_subscribe("s.>", durable="D", config=ConsumerConfig(ack_wait=3))
+        msgs = await psub.fetch(6, timeout=2)
+        for m in msgs[:4]:
+            await m.ack_sync()
 
-        async def after(nc: Any, js: Any) -> list[Any]:
-            ci = await js.consumer_info("S", "D")
-            psub = await js.pull_subscribe_bind("D", "S")
-            msgs: list[Any] = []
-            t0 = time.monotonic()
-            while len(msgs) < 6 and time.monotonic() - t0 < 12:
-                try:
-                    msgs += await psub.fetch(10, timeout=1)
-                except (TimeoutError, NatsTimeout):
-                    pass
-            return [ci.ack_floor.stream_seq, ci.num_ack_pending,
-                    sorted((m.data, m.metadata.num_delivered) for m in msgs)]
+    run(session(p, before))
+    p.kill9()
+    p.start()
 
-        got = run(session(p, after))
-    finally:
-        p.stop()
+    async def after(nc: Any, js: Any) -> list[Any]:
+        ci = await js.consumer_info("S", "D")
+        psub = await js.pull_subscribe_bind("D", "S")
+        msgs: list[Any] = []
+        t0 = time.monotonic()
+        while len(msgs) < 6 and time.monotonic() - t0 < 12:
+            try:
+                msgs += await psub.fetch(10, timeout=1)
+            except (TimeoutError, NatsTimeout):
+                pass
+        return [ci.ack_floor.stream_seq, ci.num_ack_pending,
+                sorted((m.data, m.metadata.num_delivered) for m in msgs)]
+
+    got = run(session(p, after))
     assert got[0] == 4 and got[1] == 2
     # acked stays acked; the two pending are redelivered (second delivery) once ack_wait has run from
     # their first delivery, as nats-server does, the rest come once
     assert got[2] == sorted([(b"m4", 2), (b"m5", 2), (b"m6", 1), (b"m7", 1), (b"m8", 1), (b"m9", 1)])
 
 
-def test_kill9_under_consume_and_ack() -> None:
+def test_kill9_under_consume_and_ack(start_server: Callable[..., ServerProcess]) -> None:
     d = tempfile.mkdtemp(prefix="jsc-kill-")
-    p = ServerProcess("edged", ["-js", "-sd", d]).start()
+    p = start_server("edged", ["-js", "-sd", d])
     acked: set[bytes] = set()
-    try:
-        async def setup(nc: Any, js: Any) -> None:
-            await js.add_stream(name="K", subjects=["k"])
-            for i in range(3000):
-                await js.publish("k", str(i).encode())
+    async def setup(nc: Any, js: Any) -> None:
+        await js.add_stream(name="K", subjects=["k"])
+        for i in range(3000):
+            await js.publish("k", str(i).encode())
 
-        run(session(p, setup))
+    run(session(p, setup))
 
-        async def consume(nc: Any, js: Any) -> None:
-            psub = await js.pull_subscribe("k", durable="KC")
-            t0 = time.monotonic()
-            while len(acked) < 1500 and time.monotonic() - t0 < 30:
-                for m in await psub.fetch(100, timeout=2):
-                    await m.ack_sync()
-                    acked.add(m.data)
+    async def consume(nc: Any, js: Any) -> None:
+        psub = await js.pull_subscribe("k", durable="KC")
+        t0 = time.monotonic()
+        while len(acked) < 1500 and time.monotonic() - t0 < 30:
+            for m in await psub.fetch(100, timeout=2):
+                await m.ack_sync()
+                acked.add(m.data)
 
-        run(session(p, consume))
-        p.kill9()
-        p.start()
+    run(session(p, consume))
+    p.kill9()
+    p.start()
 
-        async def rest(nc: Any, js: Any) -> list[bytes]:
-            psub = await js.pull_subscribe_bind("KC", "K")
-            out = []
-            while True:
-                try:
-                    msgs = await psub.fetch(500, timeout=1)
-                except (NatsTimeout, TimeoutError):
-                    # nats-py raises the plain TimeoutError when the server's 408 lands in the last moment
-                    # before its own deadline
-                    break
-                for m in msgs:
-                    await m.ack()
-                    out.append(m.data)
-            return out
+    async def rest(nc: Any, js: Any) -> list[bytes]:
+        psub = await js.pull_subscribe_bind("KC", "K")
+        out = []
+        while True:
+            try:
+                msgs = await psub.fetch(500, timeout=1)
+            except (NatsTimeout, TimeoutError):
+                # nats-py raises the plain TimeoutError when the server's 408 lands in the last moment
+                # before its own deadline
+                break
+            for m in msgs:
+                await m.ack()
+                out.append(m.data)
+        return out
 
-        after = run(session(p, rest))
-    finally:
-        p.stop()
+    after = run(session(p, rest))
     assert not acked & set(after)  # no acked message comes back
     assert acked | set(after) == {str(i).encode() for i in range(3000)}  # no unacked one is lost
 

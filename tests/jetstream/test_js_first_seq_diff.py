@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 
-from tests.support.jsutil import KINDS, differing, run
-from tests.support.servers import ServerProcess
+from tests.support.aio import run
+from tests.support.jsutil import differing
+from tests.support.servers import KINDS, ServerProcess
 
 # (name suffix, extra config, operations before the first look)
 CASES: list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]] = [
@@ -75,18 +77,15 @@ async def _after(url: str) -> list[Any]:
     return out
 
 
-def test_first_seq_of_streams_without_messages() -> None:
+def test_first_seq_of_streams_without_messages(start_server: Callable[..., ServerProcess]) -> None:
     res: dict[str, list[Any]] = {}
     for kind in KINDS:
         d = tempfile.mkdtemp(prefix="firstseq-")
-        p = ServerProcess(kind, ["-js", "-sd", d]).start()
-        try:
-            got = run(_setup(p.url), timeout=60)
-            p.stop()
-            p = ServerProcess(kind, ["-js", "-sd", d]).start()
-            got += run(_after(p.url), timeout=60)
-        finally:
-            p.stop()
+        p = start_server(kind, ["-js", "-sd", d])
+        got = run(_setup(p.url), timeout=60)
+        p.stop()
+        p = start_server(kind, ["-js", "-sd", d])  # the same store
+        got += run(_after(p.url), timeout=60)
         res[kind] = got
     edged, nats_server = res["edged"], res["nats-server"]
     assert len(edged) == len(nats_server)

@@ -6,29 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import nats
-
-from tests.support.jsutil import exc_name, kv_keys
+from tests.support.aio import run
+from tests.support.jsutil import exc_name, kv_keys, session
 from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-async def session(server: ServerProcess, body: Any) -> Any:
-    nc = await nats.connect(server.url)
-    try:
-        return await body(nc.jetstream())
-    finally:
-        await nc.close()
 
 
 def test_kv_suite(js_server: ServerProcess) -> None:
-    async def body(js: Any) -> list[Any]:
+    async def body(nc: Any, js: Any) -> list[Any]:
         kv = await js.create_key_value(bucket="CFG", history=3)
         out: list[Any] = []
         r1 = await kv.put("a", b"1")
@@ -76,7 +60,7 @@ def test_kv_suite(js_server: ServerProcess) -> None:
 
 
 def test_kv_ttl(js_server: ServerProcess) -> None:
-    async def body(js: Any) -> list[Any]:
+    async def body(nc: Any, js: Any) -> list[Any]:
         kv = await js.create_key_value(bucket="TTL", ttl=1)
         await kv.put("k", b"v")
         before = (await kv.get("k")).value
@@ -87,7 +71,7 @@ def test_kv_ttl(js_server: ServerProcess) -> None:
 
 
 def test_object_store_suite(js_server: ServerProcess) -> None:
-    async def body(js: Any) -> list[Any]:
+    async def body(nc: Any, js: Any) -> list[Any]:
         ob = await js.create_object_store("FILES")
         data = bytes(range(256)) * 2000  # 512 000 bytes: several chunks
         info = await ob.put("big.bin", data)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.support.jsutil import exc_name, kv_keys, run, session
+from tests.support.aio import run
+from tests.support.jsutil import exc_name, kv_keys, session
 from tests.support.servers import ServerProcess
 
 

@@ -11,10 +11,9 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
-from tests.support.jsutil import err, run
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
+from tests.support.aio import run
+from tests.support.jsutil import err
+from tests.support.servers import KINDS, ServerProcess
 
 
 @pytest.mark.parametrize("kind", KINDS)

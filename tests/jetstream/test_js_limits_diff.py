@@ -14,7 +14,7 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import replies_of_both
+from tests.support.jsutil import case_stream, replies_of_both
 
 SEEDS = (1, 2, 3, 4, 5, 6)
 
@@ -24,7 +24,8 @@ def _plan(seed: int, discard: str) -> tuple[list[dict[str, Any]], list[tuple[str
     cfgs = []
     for i in range(6):
         per = rnd.choice([-1, 1, 2])
-        cfgs.append({"name": f"D{i}", "subjects": [f"d{i}.>"], "discard": discard, "max_msgs": rnd.choice([-1, 3, 5]),
+        cfgs.append({"name": case_stream(f"D{i}", seed, discard), "subjects": [f"d{i}.>"], "discard": discard,
+                     "max_msgs": rnd.choice([-1, 3, 5]),
                      "max_bytes": rnd.choice([-1, 200, 400]), "max_msgs_per_subject": per,
                      "discard_new_per_subject": discard == "new" and per > 0 and rnd.random() < 0.5,
                      "allow_rollup_hdrs": True,

@@ -7,6 +7,7 @@ alone."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -14,8 +15,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig
 
-from tests.support.jsutil import KINDS, run
-from tests.support.servers import ServerProcess
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 REQUESTS = [
     ("$JS.API.DIRECT.GET.X", b'{"seq":1}'),  # a stream without allow_direct
@@ -72,15 +73,12 @@ async def _scenario(url: str) -> list[tuple[Any, ...]]:
     return out
 
 
-def test_requests_nobody_listens_for_get_no_responders() -> None:
+def test_requests_nobody_listens_for_get_no_responders(start_server: Callable[..., ServerProcess]) -> None:
     got = {}
     for kind in KINDS:
         conf = f'jetstream {{ store_dir: "{tempfile.mkdtemp(prefix="js-nores-")}", domain: "edge" }}\n'
-        p = ServerProcess(kind, config=conf).start()
-        try:
-            got[kind] = run(_scenario(p.url))
-        finally:
-            p.stop()
+        p = start_server(kind, config=conf)
+        got[kind] = run(_scenario(p.url))
     edged, ref = got["edged"], got["nats-server"]
     assert sum(o[1] == "no responders" for o in ref) >= 8, ref  # the cases are what they are meant to be
     assert ("$JS.API.DIRECT.GET.D", "reply", None, None, b"2") in edged, edged  # a direct get answered

@@ -7,19 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 
-from tests.support.jsutil import run
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 FEATURES = [{"allow_msg_counter": True}, {"allow_atomic": True}, {"allow_msg_schedules": True},
             {"allow_batched": True}, {"persist_mode": "async"}, {"subject_delete_marker_ttl": 2_000_000_000}]
 
 
-def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported() -> None:
-    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-nosup-")]).start()
+def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported(
+        start_server: Callable[..., ServerProcess]) -> None:
+    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-nosup-")])
 
     async def body() -> list[Any]:
         nc = await nats.connect(p.url)
@@ -47,10 +49,7 @@ def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported() 
         await nc.close()
         return out
 
-    try:
-        got = run(body())
-    finally:
-        p.stop()
+    got = run(body())
     *features, update, purge, left, far_first, names = got
     for extra, e in zip(FEATURES, features, strict=True):
         assert e is not None and e["err_code"] == 10052 and "not supported by edged" in e["description"], (extra, e)
@@ -61,11 +60,12 @@ def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported() 
     assert names == ["U"]  # none of the refused streams exists
 
 
-def test_a_ttl_too_large_to_keep_is_kept_as_never_and_fails_no_other_publish() -> None:
+def test_a_ttl_too_large_to_keep_is_kept_as_never_and_fails_no_other_publish(
+        start_server: Callable[..., ServerProcess]) -> None:
     """nats-server reads `Nats-TTL: 99999999999999999999` as a count of seconds (wrapping as Go's int64
     does) and accepts it; edged kept it in ns past SQLite's int64 and failed the whole group commit, the
     other publishers' messages in it included."""
-    p = ServerProcess("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-bigttl-")]).start()
+    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="js-bigttl-")])
 
     async def body() -> tuple[list[Any], int]:
         nc = await nats.connect(p.url)
@@ -77,8 +77,5 @@ def test_a_ttl_too_large_to_keep_is_kept_as_never_and_fails_no_other_publish() -
         await nc.close()
         return [a.seq for a in acks], n
 
-    try:
-        seqs, n = run(body())
-    finally:
-        p.stop()
+    seqs, n = run(body())
     assert sorted(seqs) == list(range(1, 51)) and n == 50

@@ -10,7 +10,8 @@ from typing import Any
 import nats
 from nats.js.errors import NoStreamResponseError
 
-from tests.support.jsutil import err, run, session
+from tests.support.aio import run
+from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
 
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import nats
 
-from tests.jetstream.test_js_ack_batching import _pub
-from tests.jetstream.test_js_publish_runs import _connect, _hpub, _reply
-from tests.support.jsutil import replies_of_both
+from tests.support.jsutil import case_stream, replies_of_both
+from tests.support.rawclient import connect_url, hpub, pub, reply_of
 
 HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
            "Nats-Expected-Last-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Expected-Last-Subject-Sequence-Subject",
@@ -34,11 +33,19 @@ STREAMS: list[dict[str, Any]] = [
 ]
 
 
+def _streams(seed: int) -> list[dict[str, Any]]:
+    """STREAMS as one seed's streams are named (`case_stream`: a scenario never re-creates a name it deleted)."""
+    return [dict(cfg, name=case_stream(cfg["name"], seed)) for cfg in STREAMS]
+
+
 def _cases(seed: int) -> list[tuple[str, dict[str, str], bytes]]:
+    """A Nats-Expected-Stream of S or T names that stream as the seed's streams are named."""
     rnd = random.Random(seed)
     out = []
     for _ in range(COUNT):
         hdrs = {rnd.choice(HEADERS): rnd.choice(VALUES) for _ in range(rnd.randint(0, 3))}
+        if hdrs.get("Nats-Expected-Stream") in ("S", "T"):
+            hdrs["Nats-Expected-Stream"] = case_stream(hdrs["Nats-Expected-Stream"], seed)
         out.append((rnd.choice(SUBJECTS), hdrs, rnd.choice([b"x", b""])))
     return out
 
@@ -48,17 +55,17 @@ async def _scenario(url: str) -> list[Any]:
     js = nc.jetstream()
     out: list[Any] = []
     for seed in SEEDS:
-        for cfg in STREAMS:
+        for cfg in _streams(seed):
             await js.add_stream(**cfg)
         for subject, hdrs, data in _cases(seed):
             r = await nc.request(subject, data, timeout=5, headers=hdrs or None)
             ack = json.loads(r.data)
             ack.pop("domain", None)
             out.append((subject, hdrs, ack))
-        for name in ("S", "T", "M"):
-            st = (await js.stream_info(name)).state
-            out.append((name, st.messages, st.first_seq, st.last_seq, st.num_deleted))
-            await js.delete_stream(name)
+        for cfg in _streams(seed):
+            st = (await js.stream_info(cfg["name"])).state
+            out.append((cfg["name"], st.messages, st.first_seq, st.last_seq, st.num_deleted))
+            await js.delete_stream(cfg["name"])
     await nc.close()
     return out
 
@@ -75,27 +82,28 @@ def test_publishes_with_random_headers_get_the_same_acks_and_errors() -> None:
 def _frame(subject: str, reply: bytes, hdrs: dict[str, str], data: bytes) -> bytes:
     if hdrs:
         h = b"NATS/1.0\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in hdrs.items()) + b"\r\n"
-        return _hpub(subject.encode(), reply, h, data)
-    return _pub(subject.encode(), reply, data)
+        return hpub(subject.encode(), reply, h, data)
+    return pub(subject.encode(), reply, data)
 
 
 async def _pipelined(url: str) -> list[Any]:
-    c = await _connect(url)
+    c = await connect_url(url)
     out: list[Any] = []
     for seed in SEEDS:
-        for body in STREAMS:
+        for body in _streams(seed):
             r = await c.request(f"$JS.API.STREAM.CREATE.{body['name']}", body, b"_C.c")
             assert "error" not in r, r
         cases = _cases(seed) * 3
         c.w.write(b"".join(_frame(s, b"_I.%d.%d" % (seed, i), h, d) for i, (s, h, d) in enumerate(cases)))
-        replies = [_reply(m) for m in await c.take_prefix(b"_I.%d." % seed, len(cases))]
+        replies = [reply_of(m) for m in await c.take_prefix(b"_I.%d." % seed, len(cases))]
         for _, body in replies:
             if isinstance(body, dict):
                 body.pop("domain", None)
         # each stream answers its publishes in order; the streams' answers may interleave differently
         for first in "pqr":
             out.append([r for r in replies if cases[int(r[0].split(".")[2])][0].startswith(first)])
-        for name in ("S", "T", "M"):
+        for body in _streams(seed):
+            name = body["name"]
             st = (await c.request(f"$JS.API.STREAM.INFO.{name}", b"", b"_C.i"))["state"]
             out.append((name, st["messages"], st["first_seq"], st["last_seq"], st.get("num_deleted", 0)))
             await c.request(f"$JS.API.STREAM.DELETE.{name}", b"", b"_C.d")

@@ -6,35 +6,12 @@ core subscriber and the streams end up with, the same as nats-server's."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-from tests.jetstream.test_js_ack_batching import Raw, _pub
 from tests.support.jsutil import differing, replies_of_both
+from tests.support.rawclient import Raw, connect_url, hpub, pub, reply_of
 
 HDR_ID = b"NATS/1.0\r\nNats-Msg-Id: once\r\n\r\n"
-
-
-def _hpub(subject: bytes, reply: bytes, hdr: bytes, data: bytes) -> bytes:
-    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)
-
-
-async def _connect(url: str) -> Raw:
-    host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
-    r, w = await asyncio.open_connection(host, int(port))
-    await r.readline()
-    c = Raw(r, w)
-    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}\r\n'
-            b"SUB _I.> 1\r\nSUB _C.* 2\r\n")
-    await c.ping()
-    return c
-
-
-def _reply(m: tuple[bytes, bytes, bytes, bytes]) -> tuple[str, Any]:
-    """(reply subject, what came back): the JSON of a PubAck or error, or the status line."""
-    if m[2]:
-        return m[0].decode(), m[2].split(b"\r\n")[0].decode()
-    return m[0].decode(), json.loads(m[3])
 
 
 async def _take_all(c: Raw, n: int) -> list[tuple[str, Any]]:
@@ -44,11 +21,11 @@ async def _take_all(c: Raw, n: int) -> list[tuple[str, Any]]:
     await c.ping()
     got += [m for m in c.msgs if m[0].startswith(b"_I.")]
     c.msgs = [m for m in c.msgs if not m[0].startswith(b"_I.")]
-    return [_reply(m) for m in got]
+    return [reply_of(m) for m in got]
 
 
 async def _scenario(url: str) -> list[Any]:
-    c = await _connect(url)
+    c = await connect_url(url)
     for body in ({"name": "S", "subjects": ["s"], "max_msg_size": 64},
                  {"name": "L", "subjects": ["l"], "max_msgs": 5, "discard": "new"},
                  {"name": "N", "subjects": ["n"], "no_ack": True}):
@@ -56,14 +33,14 @@ async def _scenario(url: str) -> list[Any]:
         assert "error" not in r, r
     out: list[Any] = []
     # requests whose lines never repeat: after a few hundred, edged parses them as runs by subject
-    c.w.write(b"".join(_pub(b"s", b"_I.w%d" % i, b"w") for i in range(300)))
+    c.w.write(b"".join(pub(b"s", b"_I.w%d" % i, b"w") for i in range(300)))
     out.append(await _take_all(c, 300))
-    frames = [_pub(b"s", b"_I.a%d" % i, b"x" * (65 if i == 20 else i)) for i in range(50)]
-    frames[30:30] = [_hpub(b"s", b"_I.d1", HDR_ID, b"d"), _hpub(b"s", b"_I.d2", HDR_ID, b"d")]
-    frames += [_pub(b"l", b"_I.l%d" % i, b"l") for i in range(10)]
-    frames += [_pub(b"n", b"_I.n%d" % i, b"n") for i in range(5)]
-    frames += [_pub(b"nobody", b"_I.z%d" % i, b"z") for i in range(5)]
-    frames += [_pub(b"s", b"_I.b%d" % i, b"b") for i in range(20)]
+    frames = [pub(b"s", b"_I.a%d" % i, b"x" * (65 if i == 20 else i)) for i in range(50)]
+    frames[30:30] = [hpub(b"s", b"_I.d1", HDR_ID, b"d"), hpub(b"s", b"_I.d2", HDR_ID, b"d")]
+    frames += [pub(b"l", b"_I.l%d" % i, b"l") for i in range(10)]
+    frames += [pub(b"n", b"_I.n%d" % i, b"n") for i in range(5)]
+    frames += [pub(b"nobody", b"_I.z%d" % i, b"z") for i in range(5)]
+    frames += [pub(b"s", b"_I.b%d" % i, b"b") for i in range(20)]
     c.w.write(b"".join(frames))
     got = await _take_all(c, 50 + 2 + 10 + 5 + 20)
     # nats-server answers no-responders at once and PubAcks from its stream's goroutine: the order within
@@ -71,10 +48,10 @@ async def _scenario(url: str) -> list[Any]:
     for prefix in ("_I.a", "_I.d", "_I.l", "_I.n", "_I.z", "_I.b"):
         out.append([g for g in got if g[0].startswith(prefix)])
     # a core subscriber on the stream's subject beside the stream: every message to both, in order
-    sub = await _connect(url)
+    sub = await connect_url(url)
     sub.w.write(b"SUB s 9\r\n")
     await sub.ping()
-    c.w.write(b"".join(_pub(b"s", b"_I.c%d" % i, b"c%d" % i) for i in range(30)))
+    c.w.write(b"".join(pub(b"s", b"_I.c%d" % i, b"c%d" % i) for i in range(30)))
     out.append(await _take_all(c, 30))
     seen = await sub.take(b"s", 30)
     out.append([(m[1].decode(), m[3].decode()) for m in seen])

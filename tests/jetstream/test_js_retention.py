@@ -9,7 +9,8 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.support.jsutil import err, run, session
+from tests.support.aio import run
+from tests.support.jsutil import err, session
 from tests.support.servers import ServerProcess
 
 

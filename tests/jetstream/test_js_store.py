@@ -22,7 +22,7 @@ import pytest
 from nats.js.errors import APIError
 
 from storage import SQLiteStore
-from tests.support.jsutil import run
+from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 

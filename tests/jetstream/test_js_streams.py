@@ -7,14 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from tests.support.jsutil import err, run, session
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-
-
+from tests.support.aio import run
+from tests.support.jsutil import err, session
+from tests.support.servers import KINDS, ServerProcess
 
 
 def test_stream_crud_and_errors(js_server: ServerProcess) -> None:

