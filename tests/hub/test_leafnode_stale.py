@@ -6,19 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from edged.options import RemoteLeafOpts
-from tests.support.leaf import Hub, hub_binary, run, start_edge, until
+from tests.support.aio import run, until
+from tests.support.leaf import edge as running_edge
+from tests.support.leaf import hub_binary
 from tests.support.tcpproxy import TCPProxy
-
-HUB_CONF = """
-server_name: hub1
-leafnodes { port: $LEAF_PORT }
-accounts {
-  APP { users: [ {user: leaf, password: s3cret} ] }
-}
-"""
 
 
 def _varz(port: int) -> dict[str, Any]:
@@ -26,14 +21,13 @@ def _varz(port: int) -> dict[str, Any]:
         return json.loads(r.read())
 
 
-def test_stale_leaf_link_counted_as_leaf() -> None:
-    hub = Hub(hub_binary("2.15"), HUB_CONF).start()
+def test_stale_leaf_link_counted_as_leaf(start_hub: Callable[..., Any]) -> None:
+    hub = start_hub(hub_binary("2.15"))
     proxy = TCPProxy("127.0.0.1", hub.leaf_port).start()
 
     async def main() -> None:
         remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{proxy.port}"], ignore_discovered_urls=True)
-        srv = await start_edge([remote], ping_interval=0.3, http_host="127.0.0.1", http_port=-1)
-        try:
+        async with running_edge([remote], ping_interval=0.3, http_host="127.0.0.1", http_port=-1) as srv:
             link = srv.leafnodes.links[0]
             assert await link.wait_connected(5)
             v = await asyncio.to_thread(_varz, srv.monitor.port)
@@ -46,11 +40,8 @@ def test_stale_leaf_link_counted_as_leaf() -> None:
             assert v["stale_connections"] >= 1
             assert v["stale_connection_stats"]["leafs"] == v["stale_connections"]
             assert v["stale_connection_stats"]["clients"] == 0
-        finally:
-            await srv.shutdown()
 
     try:
         run(main())
     finally:
         proxy.stop()
-        hub.stop()
