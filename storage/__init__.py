@@ -10,6 +10,7 @@
 from edged.subjects import CompiledFilter, compile_filter, is_literal, subject_matches
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
     Meta,
     Store,
     StoreClosedError,
@@ -25,6 +26,7 @@ from storage.sqlite import SQLiteStore, SQLiteStream, parse_sync_interval
 
 __all__ = [
     "DEFAULT_ACCOUNT",
+    "MAX_SEQ",
     "Meta",
     "MemoryStore",
     "MemoryStream",

@@ -21,6 +21,11 @@ from typing import Any, NamedTuple
 from edged.subjects import CompiledFilter, FilterArg, compile_filter, is_literal
 
 DEFAULT_ACCOUNT = "$G"
+# The sequence space of a stream: the SQLite store keeps a message's sequence in the low SEQ_BITS bits
+# of its row key (the stream's id above them). Part of the interface, so that JetStream can refuse a
+# request past it without knowing the backend.
+SEQ_BITS = 44
+MAX_SEQ = (1 << SEQ_BITS) - 1
 
 
 class StoreError(Exception):

@@ -64,6 +64,8 @@ from typing import Any
 from edged.subjects import CompiledFilter, FilterArg, compile_filter, to_glob
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
+    SEQ_BITS,
     Meta,
     Store,
     StoreClosedError,
@@ -74,8 +76,7 @@ from storage.base import (
     StreamExistsError,
 )
 
-SEQ_BITS = 44
-SEQ_MASK = (1 << SEQ_BITS) - 1
+SEQ_MASK = MAX_SEQ  # a row key's sequence bits
 MAX_STREAM_ID = (1 << 19) - 1
 DB_NAME = "jetstream.sqlite3"
 SCHEMA_VERSION = 1

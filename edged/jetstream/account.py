@@ -7,11 +7,12 @@ with nats-server's checks in its order, so a request with several faults gets th
 
 from __future__ import annotations
 
-import inspect
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.jetstream.consumer import Consumer
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, check_update
 from edged.log import log
@@ -103,7 +104,6 @@ class JSAccount:
                 "storage_max_stream_bytes": lim.store_max_stream_bytes,
                 "max_bytes_required": lim.max_bytes_required}
 
-
     # ------------------------------------------------------------------ streams coming and going
 
     def open_stream(self, cfg: dict[str, Any], st: StoreStream, created: int, restored: bool = False) -> Stream:
@@ -125,13 +125,11 @@ class JSAccount:
             log.error("JetStream: stream %s has an unreadable config: %s", st.name, e)
             return
         stream = self.open_stream(cfg, st, created, restored=True)
-        factory = self.js.consumer_factory
-        if factory is not None:
-            for cname, (ccfg, cstate) in list(st.consumers.items()):
-                try:
-                    factory(stream, cname, ccfg, cstate)
-                except Exception as e:
-                    log.error("JetStream: consumer %s > %s could not be restored: %s", st.name, cname, e)
+        for cname, (ccfg, cstate) in list(st.consumers.items()):
+            try:
+                _restore_consumer(stream, cname, ccfg, cstate)
+            except Exception as e:
+                log.error("JetStream: consumer %s > %s could not be restored: %s", st.name, cname, e)
         try:
             # (max_age is the ticker's: it runs within the second)
             stream.enforce_limits(max_age=False)
@@ -258,12 +256,16 @@ async def _close(stream: Stream, deleted: bool) -> None:
     stream.closed = True
     stream.unsubscribe()
     for c in list(stream.consumers.values()):
-        stop = getattr(c, "stop", None)
-        if stop is not None:
-            r = stop(deleted=deleted)
-            if inspect.isawaitable(r):
-                await r
+        await c.stop(deleted=deleted)
         if deleted:
-            advise = getattr(c, "delete_advisory", None)
-            if advise is not None:
-                advise()
+            c.delete_advisory()
+
+
+def _restore_consumer(stream: Stream, name: str, config: bytes, state: bytes) -> None:
+    """Recreate a persisted consumer after a restart: acked stays acked, pending is redelivered."""
+    doc = _decoder.decode(config)
+    cfg, created = (doc["config"], int(doc.get("created") or 0)) if "config" in doc else (doc, 0)
+    st = _decoder.decode(state) if state else None
+    c = Consumer(stream, name, cfg, created or time.time_ns(), st)
+    stream.add_consumer(c)
+    c.kick()

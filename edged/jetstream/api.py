@@ -15,7 +15,7 @@ from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, msg_dict, normalize_config
 from edged.subjects import is_valid_literal_subject, subjects_overlap
-from storage.sqlite import SEQ_MASK as MAX_SEQ
+from storage import MAX_SEQ
 
 if TYPE_CHECKING:
     from edged.jetstream.dispatch import ApiRequest

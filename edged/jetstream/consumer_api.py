@@ -1,4 +1,4 @@
-"""`$JS.API.CONSUMER.*` handlers and the consumer factory used when streams are restored."""
+"""`$JS.API.CONSUMER.*` handlers."""
 
 from __future__ import annotations
 
@@ -265,16 +265,6 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     return out
 
 
-def restore(stream: Stream, name: str, config: bytes, state: bytes) -> None:
-    """Recreate a persisted consumer after a restart: acked stays acked, pending is redelivered."""
-    doc = _dec.decode(config)
-    cfg, created = (doc["config"], int(doc.get("created") or 0)) if "config" in doc else (doc, 0)
-    st = _dec.decode(state) if state else None
-    c = Consumer(stream, name, cfg, created or time.time_ns(), st)
-    stream.add_consumer(c)
-    c.kick()
-
-
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
@@ -302,4 +292,3 @@ def install(js: JetStream) -> None:
     for f in (consumer_create, consumer_durable_create, consumer_info, consumer_delete, consumer_names,
               consumer_list, consumer_next, consumer_pause, consumer_unpin):
         js.register_api(f.prefix, f)  # type: ignore[attr-defined]
-    js.consumer_factory = restore

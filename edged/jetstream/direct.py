@@ -148,8 +148,6 @@ def direct_get(req: ApiRequest) -> None:
     return None
 
 
-
-
 def _headers(stream: Stream, m: Any, pending: int = -1, last: int = 0) -> bytes:
     extra = (f"Nats-Stream: {stream.name}\r\nNats-Subject: {m.subject}\r\nNats-Sequence: {m.seq}\r\n"
              f"Nats-Time-Stamp: {rfc3339ns(m.ts)}\r\n")

@@ -58,6 +58,9 @@ def handler(prefix: str, rtype: str = "", arity: tuple[int, int] | None = None,
 
 
 class ApiRequest:
+    """A `$JS.API` request as its handler gets it: the account's JetStream, the tokens after the handler's
+    prefix, the reply subject and the body, with nats-server's ways of reading the body."""
+
     __slots__ = ("js", "account", "jsa", "subject", "tokens", "reply", "hdr", "data", "client_info")
 
     def __init__(self, js: JetStream, account: Account, jsa: JSAccount | None, subject: str, tokens: list[str],
@@ -115,7 +118,6 @@ class ApiRequest:
         return out
 
 
-
 class Dispatcher:
     """Routes the `$JS.API` requests of every account to the registered handlers and answers them."""
 
@@ -128,8 +130,8 @@ class Dispatcher:
         self.api_errors = 0
         self.api_inflight = 0
 
-    def register(self, prefix: str, handler: Callable[[ApiRequest], Any]) -> None:
-        self.handlers[prefix] = handler
+    def register(self, prefix: str, fn: Callable[[ApiRequest], Any]) -> None:
+        self.handlers[prefix] = fn
 
     def subscribe(self, acc: Account) -> None:
         ic = acc.internal

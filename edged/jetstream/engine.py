@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.goformat import rfc3339ns
-from edged.jetstream import lifecycle, monitoring
+from edged.jetstream import api, consumer_api, lifecycle, monitoring
 from edged.jetstream.dispatch import ApiRequest, Dispatcher
 from edged.jetstream.pubacks import PubAcks
 from edged.jetstream.space import Space
@@ -55,22 +55,14 @@ class JetStream:
         self.file_store: SQLiteStore | None = None
         self.mem_store = MemoryStore()
         self.accounts: dict[str, JSAccount] = {}
-        self.consumer_factory: Callable[..., Any] | None = None
         self.ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.started = 0.0
         self.space = Space(self.store_dir, cfg.max_memory_store, cfg.max_file_store, self.accounts)
         self.pubacks = PubAcks(server, self.space, cfg.domain, cfg.sync_interval)
         self.dispatch = Dispatcher(self)
-        from edged.jetstream import api
-
         api.install(self)
-        try:
-            from edged.jetstream import consumer_api  # type: ignore[attr-defined]
-        except ImportError:
-            consumer_api = None
-        if consumer_api is not None:
-            consumer_api.install(self)
+        consumer_api.install(self)
 
     async def start(self) -> None:
         await lifecycle.start(self)

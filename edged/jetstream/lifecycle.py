@@ -17,6 +17,7 @@ from storage import SQLiteStore
 if TYPE_CHECKING:
     from edged.jetstream.engine import JetStream
 
+
 async def start(js: JetStream) -> None:
     loop = asyncio.get_running_loop()
     js.pubacks.start(loop)

@@ -93,10 +93,7 @@ def _account_detail(js: JetStream, jsa: JSAccount, streams: bool, consumers: boo
             if consumers and s.consumers:
                 infos = []
                 for c in s.consumers.values():
-                    info = getattr(c, "info", None)
-                    if info is None:
-                        continue
-                    ci = dict(info())
+                    ci = dict(c.info())
                     ci.pop("type", None)
                     if not config:
                         ci.pop("config", None)
