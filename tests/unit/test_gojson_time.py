@@ -1,5 +1,5 @@
 """gojson.go_time, Go's time.Time JSON decoding: the instant it parses and the text Go renders it as
-(RFC3339Nano in the zone it was given). Its rendering must be stream.format_time's for that instant and
+(RFC3339Nano in the zone it was given). Its rendering must be goformat.format_time's for that instant and
 offset, and its instant parse_rfc3339's, for any valid time."""
 
 from __future__ import annotations
