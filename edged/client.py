@@ -76,15 +76,7 @@ class ClientConnection(Connection):
 
     # ------------------------------------------------------------------ asyncio callbacks
 
-    def connection_made(self, transport: Any) -> None:
-        if self.transport is not None:
-            # start_tls hands the protocol a new transport; nothing else to set up
-            self.transport = transport
-            return
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.host, self.port = peer[0], peer[1]
+    def _connected(self, transport: Any) -> None:
         srv = self.server
         if not self.tls_upgrade and transport.get_extra_info("ssl_object") is not None:
             self.tls_info = srv.tls_info_of(transport)
@@ -519,16 +511,8 @@ class ClientConnection(Connection):
     def info(self) -> dict[str, Any]:
         """Identity for monitoring and events."""
         return {
-            "cid": self.cid,
-            "kind": self.kind,
+            **super().info(),
             "type": "websocket" if self.websocket else "nats",
-            "ip": self.host,
-            "port": self.port,
-            "start": self.start,
-            "last_activity": self.last_activity,
-            "rtt": self.rtt,
-            "pending_bytes": self.pending,
-            **self.stats(),
             "name": self.name,
             "lang": self.lang,
             "version": self.version,

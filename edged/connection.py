@@ -65,6 +65,20 @@ class Connection(SlicedReads, Receiver):
 
     # ------------------------------------------------------------------ the read path
 
+    def connection_made(self, transport: Any) -> None:
+        if self.transport is not None:
+            # start_tls hands the protocol a new transport; nothing else to set up
+            self.transport = transport
+            return
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.host, self.port = peer[0], peer[1]
+        self._connected(transport)
+
+    def _connected(self, transport: Any) -> None:
+        """The socket is up (called once, not again after a TLS upgrade): greet the peer, start timers."""
+
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return

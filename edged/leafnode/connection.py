@@ -101,14 +101,7 @@ class LeafConnection(Connection):
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
-    def connection_made(self, transport: Any) -> None:
-        if self.transport is not None:
-            self.transport = transport
-            return
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.host, self.port = peer[0], peer[1]
+    def _connected(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:

@@ -37,8 +37,7 @@ class LineConnection(Connection):
         self.parser = LineParser()
         self.account = server.lookup_account("$G")
 
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
+    def _connected(self, transport: Any) -> None:
         self.server.register_client(self)
 
     def process(self, events: list[tuple[bytes, bytes]]) -> None:
