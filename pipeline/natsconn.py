@@ -4,7 +4,7 @@
 subject, reply, data, headers)`, which it intercepts for raw subscriptions (the header block as it
 came, every value of a repeated key; no Msg object or queue hop per message, which is most of what a
 200k-message read costs), and `_send_command`, through which it sends a prebuilt HPUB (nats-py's
-`publish` takes one value per header key).
+`publish` takes one value per header key), then kicks the flusher as `publish` does.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ class RawClient(Client):
         else:
             cmd = b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), len(data))
             await self._send_command(cmd + data + b"\r\n")
+        if self._flush_queue is not None and self._flush_queue.empty():  # kick the flusher, as publish does
+            await self._flush_pending()
 
 
 async def connect(conn: Conn) -> RawClient:

@@ -125,9 +125,12 @@ async def _publish_rows(conn: Conn, rows: Iterator[Any], max_in_flight: int, def
 
         sub = await nc.raw_subscribe(inbox + ".*", on_reply)
         futures: list[asyncio.Future[bytes]] = []
+        lost = f"connection to {', '.join(conn.servers)} lost while publishing"
         for i, row in enumerate(rows):
             if failure:
                 break
+            if not nc.is_connected:
+                raise PipelineError(lost)
             d = row.asDict() if hasattr(row, "asDict") else dict(row)
             subject = d.get("subject") or default_subject
             if not subject:
@@ -143,7 +146,11 @@ async def _publish_rows(conn: Conn, rows: Iterator[Any], max_in_flight: int, def
                 counts[2] += 1
                 continue
             hdrs["Nats-Msg-Id"] = d.get("msg_id") or f"{id_prefix}-{i}"
-            await window.acquire()
+            try:
+                await asyncio.wait_for(window.acquire(), conn.timeout)
+            except TimeoutError:
+                raise PipelineError(lost if not nc.is_connected else
+                                    f"{max_in_flight} publishes got no PubAck within {conn.timeout}s") from None
             token = str(i).encode()
             fut = loop.create_future()
             waiting[token] = (fut, subject)
