@@ -109,6 +109,8 @@ def merge_batch(out: str, batch_id: int, rows: Iterable[dict[str, Any]]) -> list
 
     by_date: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
+        if r["minute"].tzinfo is None:  # a naive time is UTC here (the job's session time zone)
+            r = {**r, "minute": r["minute"].replace(tzinfo=UTC)}
         by_date.setdefault(r["minute"].astimezone(UTC).strftime("%Y-%m-%d"), []).append(r)
     touched: list[dict[str, Any]] = []
     schema = pa.schema([("device", pa.string()), ("metric", pa.string()), ("minute", pa.timestamp("us", tz="UTC")),
@@ -217,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     tidy(out)
 
     def on_batch(df: Any, batch_id: int) -> None:
-        rows = [r.asDict() for r in aggregate(parse_telemetry(df)).collect()]
+        # through Arrow: minutes come as UTC-aware datetimes, as they read back from Parquet
+        rows = aggregate(parse_telemetry(df)).toArrow().to_pylist()
         touched = merge_batch(out, batch_id, rows)
         if a.alerts_subject:
             publish_alerts(spark, a, alerts(touched, a.alert_threshold, a.alert_metric))
