@@ -21,7 +21,7 @@ from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
-from edged.receiver import Message
+from edged.receiver import Message, Receiver
 from edged.subjects import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
@@ -221,6 +221,7 @@ class Consumer:
         c = self.config
         self.push = bool(c.get("deliver_subject"))
         self.deliver_subject = c.get("deliver_subject") or ""
+        self._dsubj_b = self.deliver_subject.encode("utf-8", "surrogateescape")
         self.ack = c["ack_policy"]
         self.ack_wait = c.get("ack_wait") or DEFAULT_ACK_WAIT
         self.max_deliver = c["max_deliver"]
@@ -598,16 +599,24 @@ class Consumer:
         acc = self.stream.account
         psubs, qgroups = acc.sublist.match(dest)
         direct = psubs[0] if len(psubs) == 1 and not qgroups and not psubs[0].max else None
-        deliver = direct.conn.deliver if direct is not None else None
+        deliver: Any = None
+        # a receiver that needs the subject a message was routed by (a leafnode) gets it through
+        # deliver_routed; the others, clients above all, through deliver or a batch as ever
+        routed: Any = None
+        dest_b = dest.encode("utf-8", "surrogateescape")
         # a connection that takes batches with no per-message check is handed the messages in one call
         # per BATCH_FLUSH bytes: no deliver() call per message
         batch: list[Message] | None = None
         conn: Any = None
         if direct is not None:
             conn = direct.conn
-            if conn.takes_batch(direct):
-                batch = []
-        route = acc.route
+            if type(conn).deliver_routed is not Receiver.deliver_routed:
+                routed = conn.deliver_routed
+            else:
+                deliver = conn.deliver
+                if conn.takes_batch(direct):
+                    batch = []
+        route_as = acc.route_as
         ic = self.ic
         prefix = self._ack_prefix
         subj_cache = self._subj_b
@@ -671,10 +680,12 @@ class Consumer:
                 hdr = m[2] or None
                 data = m[3]
                 reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)
-                if direct is not None and not direct.closed:
-                    deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
+                if direct is None or direct.closed:
+                    route_as(dest, dest_b, subj_b, reply_b, hdr, data, ic)
+                elif routed is None:
+                    deliver(direct, subj_b, reply_b, hdr, data)
                 else:
-                    route(dest, subj_b, reply_b, hdr, data, ic)
+                    routed(direct, dest_b, subj_b, reply_b, hdr, data)
                 sent += 1
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
@@ -765,16 +776,17 @@ class Consumer:
         else:
             self.afloor_c, self.afloor_s = dseq, seq
         # delivered under the message's own subject, routed by the deliver subject / request inbox, as
-        # nats-server does (clients read the subject of what they consume, e.g. the KV key)
-        route = self.stream.account.route
+        # nats-server does (clients read the subject of what they consume, e.g. the KV key; a leafnode
+        # passes both on)
+        route_as = self.stream.account.route_as
         subj_b = m.subject.encode("utf-8", "surrogateescape")
         reply_b = ack_reply.encode()
         if req is None:
-            route(self.deliver_subject, subj_b, reply_b, hdr, data, self.ic)
+            route_as(self.deliver_subject, self._dsubj_b, subj_b, reply_b, hdr, data, self.ic)
             if self.fc:
                 self._fc_account(len(self.deliver_subject) + len(ack_reply) + len(hdr or b"") + len(data))
         else:
-            route(req.reply, subj_b, reply_b, hdr, data, self.ic)
+            route_as(req.reply, req.reply.encode("utf-8", "surrogateescape"), subj_b, reply_b, hdr, data, self.ic)
             req.batch -= 1
             req.sent_at = time.time_ns()
             if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):

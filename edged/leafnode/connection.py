@@ -87,6 +87,8 @@ class LeafConnection(Connection):
         self._last_payload: bytes | None = None
         self._last_subs: tuple[Subscription, ...] = ()
         self._last_idx = 0
+        # the last JetStream delivery's reply, subject and `reply@subject` (see deliver_routed)
+        self._at_reply = self._at_subject = self._at_encoded = b""
         self._exp: AllowDenyFilter | None = None
         self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
         own = link.own_domain_prefix
@@ -496,6 +498,20 @@ class LeafConnection(Connection):
         if not self.flush_queued:
             self.flush_queued = True
             self.server.flush_soon(self)
+
+    def deliver_routed(self, sub: Subscription, routed: bytes, subject: bytes, reply: bytes, hdr: bytes | None,
+                       payload: bytes) -> None:
+        """A JetStream delivery (matched on its deliver subject or pull request inbox) as nats-server sends
+        it over a leafnode: `LMSG <routed> <reply>@<subject>`, which the hub decodes back (§3.4). The
+        encoded reply is kept for the other subscriptions of the same router pass, so `deliver` sees the
+        same objects again and merges them into one LMSG."""
+        if reply:
+            if reply is self._at_reply and subject is self._at_subject:
+                reply = self._at_encoded
+            else:
+                self._at_reply, self._at_subject = reply, subject
+                reply = self._at_encoded = reply + b"@" + subject
+        self.deliver(sub, routed, reply, hdr, payload)
 
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Always: delivery only queues output, the slow-consumer check waits for the flush."""
