@@ -157,7 +157,11 @@ class Consumer:
         self.name = name
         self.config = config
         self.created = created
-        self.persist = durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
+        # `direct`: a consumer another server's mirror or source made (nats-server keeps these out of its
+        # store, its stream's consumer count and its consumer listings)
+        self.direct = bool(config.get("direct"))
+        self.persist = (durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
+                        and not self.direct)
         self.ic = stream.jsa.internal
         self.loop = asyncio.get_event_loop()
         self.closed = False

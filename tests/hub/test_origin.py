@@ -1,0 +1,281 @@
+"""The leaf as the origin: a hub stream that mirrors or sources a stream of the leaf's JetStream domain
+(`$JS.edge.API`), and a hub client pulling from a leaf consumer, with edged in the leaf's place and with
+a nats-server leaf in the same place (differential: the same hub sees the same messages, sequences and
+headers), across a link cut and a hub restart while the leaf keeps storing
+(../shared/docs/leafnode-protocol.md §3.4, §8.8)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+from tests.support.aio import run
+from tests.support.leaf import Hub
+from tests.support.servers import KINDS, ServerProcess
+from tests.support.tcpproxy import TCPProxy
+
+HUB_JS = """
+server_name: hub1
+jetstream { store_dir: "./js", domain: hub }
+leafnodes { port: $LEAF_PORT }
+accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+LEAF_JS = """
+server_name: edge1
+jetstream { store_dir: "./js", domain: edge }
+leafnodes { remotes: [ { urls: ["nats://leaf:s3cret@127.0.0.1:%d"] } ] }
+"""
+
+EDGE_API = "$JS.edge.API"
+
+
+@pytest.fixture
+def start_leaf() -> Iterator[Callable[[str, int], ServerProcess]]:
+    """`start_leaf(kind, port)`: a started leaf of that kind (edged or nats-server, same config) with
+    JetStream domain `edge` and one remote to `port`, stopped when the test is done."""
+    leaves: list[ServerProcess] = []
+
+    def start(kind: str, port: int) -> ServerProcess:
+        leaf = ServerProcess(kind, config=LEAF_JS % port)
+        leaves.append(leaf)
+        return leaf.start()
+
+    yield start
+    for leaf in leaves:
+        leaf.stop()
+
+
+async def edge_domain_up(hc: Any, timeout: float = 10.0) -> None:
+    """Until the hub reaches the leaf's JetStream through `$JS.edge.API` (the link is up, its interest in)."""
+    js = hc.jetstream(domain="edge")
+    for _ in range(int(timeout / 0.1)):
+        try:
+            await js.account_info()
+            return
+        except Exception:
+            await asyncio.sleep(0.1)
+    raise TimeoutError("the leaf's JetStream domain is not reachable from the hub")
+
+
+async def wait_count(js: Any, stream: str, n: int, timeout: float = 15.0) -> int:
+    """The stream's message count once it is `n` (or whatever it is at the timeout)."""
+    got = -1
+    for _ in range(int(timeout / 0.1)):
+        try:
+            got = (await js.stream_info(stream)).state.messages
+        except Exception:
+            got = -1
+        if got >= n:
+            return got
+        await asyncio.sleep(0.1)
+    return got
+
+
+def _source_header(value: str) -> str:
+    """`Nats-Stream-Source` with its origin stream identity (2.15: a hash of the origin stream's creation
+    time, different for every stream) replaced by its length."""
+    parts = value.split(" ")
+    if len(parts) == 6:
+        parts[5] = f"<identity of {len(parts[5])}>"
+    return " ".join(parts)
+
+
+async def stream_view(js: Any, stream: str) -> dict[str, Any]:
+    """What a hub client sees of a stream: its state and every message (sequence, subject, headers, data)."""
+    si = await js.stream_info(stream)
+    msgs = []
+    for seq in range(si.state.first_seq, si.state.last_seq + 1):
+        m = await js.get_msg(stream, seq)
+        hdrs = dict(m.headers or {})
+        if "Nats-Stream-Source" in hdrs:
+            hdrs["Nats-Stream-Source"] = _source_header(hdrs["Nats-Stream-Source"])
+        msgs.append((m.seq, m.subject, hdrs, m.data))
+    return {"messages": si.state.messages, "first": si.state.first_seq, "last": si.state.last_seq, "msgs": msgs}
+
+
+async def consumer_names(nc: Any, stream: str) -> list[str]:
+    r = await nc.request(f"$JS.API.CONSUMER.NAMES.{stream}", b"", timeout=5)
+    return json.loads(r.data)["consumers"]
+
+
+def mirror_and_source() -> list[StreamConfig]:
+    ext = ExternalStream(api=EDGE_API)
+    return [StreamConfig(name="MIR", mirror=StreamSource(name="ESTREAM", external=ext)),
+            StreamConfig(name="SRC", sources=[StreamSource(name="ESTREAM", external=ext)]),
+            StreamConfig(name="SRCF", sources=[StreamSource(name="ESTREAM", filter_subject="e.one.>",
+                                                            external=ext)])]
+
+
+def publishes(first: int, n: int) -> list[tuple[str, bytes, dict[str, str] | None]]:
+    """n publishes numbered from `first`: alternating subjects, every third one with a header."""
+    out = []
+    for i in range(first, first + n):
+        subj = f"e.one.{i}" if i % 2 else f"e.two.{i}"
+        out.append((subj, b"m%d" % i, {"X-N": str(i)} if i % 3 == 0 else None))
+    return out
+
+
+async def publish_all(js: Any, msgs: list[tuple[str, bytes, dict[str, str] | None]]) -> None:
+    for subj, data, hdrs in msgs:
+        await js.publish(subj, data, headers=hdrs)
+
+
+async def basic(place: Place) -> dict[str, Any]:
+    """Hub streams mirroring and sourcing (all, and filtered) an edge stream, then a hub client pulling
+    from an edge durable and acking: what the hub and its client see."""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs, hjs = ec.jetstream(), hc.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 6))
+        for cfg in mirror_and_source():
+            await hjs.add_stream(cfg)
+        await publish_all(ejs, publishes(7, 4))
+        out: dict[str, Any] = {}
+        for name, n in (("MIR", 10), ("SRC", 10), ("SRCF", 5)):
+            await wait_count(hjs, name, n)
+            out[name] = await stream_view(hjs, name)
+        # a hub client pulls from an edge durable through the edge's domain, and acks
+        await ejs.add_consumer("ESTREAM", durable_name="D", ack_policy="explicit", filter_subject="e.two.>")
+        hej = hc.jetstream(domain="edge")
+        psub = await hej.pull_subscribe_bind("D", stream="ESTREAM")
+        got = await psub.fetch(3, timeout=5)
+        out["pulled"] = [(m.subject, m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer,
+                          m.metadata.num_pending) for m in got]
+        for m in got:
+            await m.ack_sync()
+        ci = await hej.consumer_info("ESTREAM", "D")
+        out["consumer"] = (ci.delivered.consumer_seq, ci.delivered.stream_seq, ci.ack_floor.consumer_seq,
+                           ci.ack_floor.stream_seq, ci.num_ack_pending, ci.num_pending)
+        # the hub's mirror and source consumers are the origin's business only: not counted, not listed
+        si = await ejs.stream_info("ESTREAM")
+        out["edge consumers"] = (si.state.consumer_count, await consumer_names(ec, "ESTREAM"))
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+@dataclass
+class Place:
+    """One side of a differential run: a hub and a leaf of `kind` linked to it through a proxy."""
+
+    kind: str
+    hub: Hub
+    proxy: TCPProxy
+    leaf: ServerProcess
+
+
+@pytest.fixture
+def places(hub_bin: str, start_hub: Callable[..., Hub],
+           start_leaf: Callable[[str, int], ServerProcess]) -> Iterator[dict[str, Place]]:
+    """A hub of the version under test for each leaf kind (nats-server, edged), each with its leaf."""
+    out: dict[str, Place] = {}
+    try:
+        for kind in KINDS:
+            hub = start_hub(hub_bin, HUB_JS)
+            proxy = TCPProxy("127.0.0.1", hub.leaf_port).start()
+            out[kind] = Place(kind, hub, proxy, start_leaf(kind, proxy.port))
+        yield out
+    finally:
+        for p in out.values():
+            p.proxy.stop()
+
+
+def on_both(places: dict[str, Place], scenario: Callable[..., Any], *args: Any,
+            timeout: float = 100.0) -> dict[str, Any]:
+    """`scenario(place, *args)` with each leaf kind at once (their hubs are apart): {kind: result}."""
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(scenario(p, *args) for p in places.values()))
+
+    return dict(zip(places, run(main(), timeout=timeout), strict=True))
+
+
+def test_hub_mirrors_and_sources_an_edge_stream(places: dict[str, Place]) -> None:
+    """The same hub mirrors and sources a stream of a nats-server leaf and of edged in its place: the same
+    messages, at the same sequences, with the same headers (`Nats-Stream-Source` as the hub writes it)."""
+    res = on_both(places, basic)
+    ref = res["nats-server"]
+    assert ref["MIR"]["messages"] == 10 and ref["SRCF"]["messages"] == 5
+    for key in ("MIR", "SRC", "SRCF", "pulled", "consumer", "edge consumers"):
+        assert res["edged"][key] == ref[key], key
+
+
+async def outage(place: Place, mode: str) -> dict[str, Any]:
+    """Hub streams mirror and source an edge stream; the link goes (`cut`: the proxy drops it and refuses
+    reconnects; `restart`: the hub stops) while the edge keeps storing; the link comes back. What the
+    hub holds then, and how long it took to hold all of it."""
+    hub, proxy = place.hub, place.proxy
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs, hjs = ec.jetstream(), hc.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 5))
+        for cfg in mirror_and_source():
+            await hjs.add_stream(cfg)
+        for name, n in (("MIR", 5), ("SRC", 5), ("SRCF", 3)):
+            assert await wait_count(hjs, name, n) == n, name
+        if mode == "cut":
+            await asyncio.to_thread(proxy.block)
+        else:
+            await hc.close()
+            await asyncio.to_thread(hub.stop)
+        await publish_all(ejs, publishes(6, 40))
+        await asyncio.sleep(1.0)
+        if mode == "cut":
+            await asyncio.to_thread(proxy.unblock)
+        else:
+            await asyncio.to_thread(hub.start)
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            hjs = hc.jetstream()
+        back = time.monotonic()
+        out: dict[str, Any] = {}
+        for name, n in (("MIR", 45), ("SRC", 45), ("SRCF", 23)):
+            await wait_count(hjs, name, n, timeout=70)
+            out[f"{name} after"] = time.monotonic() - back
+            out[name] = await stream_view(hjs, name)
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+def check_outage(res: dict[str, Any]) -> None:
+    """Every message once, in order, on both; the same as with nats-server's leaf."""
+    for kind, r in res.items():
+        assert [m[3] for m in r["MIR"]["msgs"]] == [b"m%d" % i for i in range(1, 46)], kind
+        assert [m[3] for m in r["SRC"]["msgs"]] == [b"m%d" % i for i in range(1, 46)], kind
+        assert [m[3] for m in r["SRCF"]["msgs"]] == [b"m%d" % i for i in range(1, 46) if i % 2], kind
+    for key in ("MIR", "SRC", "SRCF"):
+        assert res["edged"][key] == res["nats-server"][key], key
+
+
+def test_hub_catches_up_after_a_link_cut(places: dict[str, Place]) -> None:
+    """The link cut (and refused) while the edge stores on: once it is back, the hub's mirror and sources
+    hold every message once and in order, within seconds, as with a nats-server leaf."""
+    res = on_both(places, outage, "cut")
+    check_outage(res)
+    for name in ("MIR", "SRC", "SRCF"):
+        assert res["edged"][f"{name} after"] < 5.0, res["edged"]
+
+
+@pytest.mark.slow
+def test_hub_catches_up_after_a_hub_restart(places: dict[str, Place]) -> None:
+    """The hub stopped while the edge stores on, then started again: its mirror and sources catch up,
+    once and in order. Slow because of the hub: it asks for its consumers before the leaf is back and
+    waits 30 s for that answer (nats-server's srcConsumerWaitTime), with a nats-server leaf as well."""
+    check_outage(on_both(places, outage, "restart", timeout=110))
