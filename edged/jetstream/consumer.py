@@ -43,6 +43,7 @@ _dec = msgspec.json.Decoder()
 
 
 U64_MAX = 2**64 - 1
+_FC_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _decode = bytes.decode
 
 
@@ -184,6 +185,9 @@ class Consumer:
         self._head_ok: PullRequest | None = None  # the first waiting request, known to have a listener
         self._ack_sub: Any = None
         self._fc_sub: Any = None
+        # the stream's last sequence when a delivery run last found nothing more for this consumer: where
+        # nats-server's position stands then (its heartbeats' Nats-Last-Stream), past what the filter skips
+        self._eof_at = 0
         self._dirty = False
         self._kick_scheduled = False
         self._hb_handle: asyncio.TimerHandle | None = None
@@ -214,6 +218,10 @@ class Consumer:
                                               empties=self._on_plain_acks)
             # every ack subject is new: let the router answer them from one memo entry
             self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
+        if self.push and self.fc:
+            # answers to flow control requests: subscribed (and so advertised over a leafnode) for as long
+            # as the consumer lives, as nats-server does
+            self._fc_sub = self.ic.subscribe(f"$JS.FC.{stream.name}.{name}.*", self._on_fc)
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
         if self.push and self.hb:
             self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
@@ -348,7 +356,9 @@ class Consumer:
     def on_msg(self, seq: int, subject: str) -> None:
         if self.closed:
             return
-        if self._np is not None and seq > self.sseq and self._matches(subject):
+        if self.filters and not self._matches(subject):
+            return  # as nats-server, which wakes only the consumers whose filter takes the message
+        if self._np is not None and seq > self.sseq:
             self._np += 1
         self.kick()
 
@@ -472,9 +482,11 @@ class Consumer:
             buf.popleft()
         if not buf:
             if self.sseq >= st.last_seq:
+                self._eof_at = st.last_seq
                 return None, False
             buf.extend(st.read_rows(self.sseq + 1, self.flt, 256))
             if not buf:
+                self._eof_at = st.last_seq
                 return None, False
         m = buf.popleft()
         return (m if type(m) is StoredMsg else StoredMsg(*m)), False
@@ -576,6 +588,7 @@ class Consumer:
         st = self.stream.store
         if not buf:
             if sseq >= st.last_seq:
+                self._eof_at = st.last_seq
                 return 0
             want = 256
             if not self.push:
@@ -583,6 +596,7 @@ class Consumer:
                 want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
             buf.extend(st.read_rows(sseq + 1, self.flt, want))
             if not buf:
+                self._eof_at = st.last_seq
                 return 0
         limit = min(budget, len(buf))
         pending = self.pending if self.ack != "none" else None
@@ -834,8 +848,12 @@ class Consumer:
             self.fc_sz += sz  # the outstanding answer will cover this one too
         self.fc_stalled = self.fc_bytes > self.fc_window
 
+    def _last_stream(self) -> int:
+        """Nats-Last-Stream of a heartbeat: the last stream sequence delivered or looked at."""
+        return max(self.sseq, self._eof_at)
+
     def _send_flow_control(self) -> None:
-        subj = f"$JS.FC.{self.stream.name}.{self.name}.{os.urandom(3).hex()}"
+        subj = f"$JS.FC.{self.stream.name}.{self.name}.{''.join(_FC_DIGITS[b % 62] for b in os.urandom(4))}"
         self.fc_pending = subj
         self.fc_sz = self.fc_bytes
         if self._fc_sub is None:
@@ -857,7 +875,7 @@ class Consumer:
             return
         idle = time.time_ns() - self.last_active >= self.hb * 0.9
         if idle and self._has_push_interest():
-            items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+            items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self._last_stream()))]
             reply = ""
             if self.fc_pending is not None:
                 items.append(("Nats-Consumer-Stalled", self.fc_pending))
@@ -1018,7 +1036,7 @@ class Consumer:
         if idle < req.heartbeat:
             req.hb_handle = self.loop.call_later((req.heartbeat - idle) / NS, self._pull_heartbeat, req)
             return
-        items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+        items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self._last_stream()))]
         self.ic.publish(req.reply, b"", "", make_headers(items, status=100, description="Idle Heartbeat"))
         req.hb_handle = self.loop.call_later(req.heartbeat / NS, self._pull_heartbeat, req)
 

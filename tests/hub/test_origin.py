@@ -279,3 +279,86 @@ def test_hub_catches_up_after_a_hub_restart(places: dict[str, Place]) -> None:
     once and in order. Slow because of the hub: it asks for its consumers before the leaf is back and
     waits 30 s for that answer (nats-server's srcConsumerWaitTime), with a nats-server leaf as well."""
     check_outage(on_both(places, outage, "restart", timeout=110))
+
+
+def _delivery(m: Any) -> tuple[Any, ...]:
+    """A push delivery as the hub's client sees it, without what differs by nature (consumer name,
+    timestamp): kind, subject, payload, and the ack reply's counts or the status headers."""
+    hdrs = dict(m.headers or {})
+    if m.reply.startswith("$JS.ACK."):
+        t = m.reply.split(".")
+        return ("msg", m.subject, m.data, t[4], t[5], t[6], t[8])
+    if m.reply.startswith("$JS.FC."):
+        return ("fc", m.subject, len(m.reply.split(".")[-1]), hdrs.get("Description"))
+    return ("status", m.subject, hdrs.get("Status"), hdrs.get("Description"), hdrs.get("Nats-Last-Consumer"),
+            hdrs.get("Nats-Last-Stream"), hdrs.get("Nats-Consumer-Stalled"))
+
+
+async def push_over_link(place: Place) -> dict[str, Any]:
+    """A hub client makes a flow-controlled push consumer with heartbeats on an edge stream through
+    `$JS.edge.API` (as a hub's mirror does) and subscribes its deliver subject only afterwards: what it gets.
+    Then a backlog of 3 MiB through one, which needs its flow control answered."""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs = ec.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 6))
+        cfg = {"deliver_subject": "dlv.a", "ack_policy": "none", "max_deliver": 1, "idle_heartbeat": 400_000_000,
+               "flow_control": True, "filter_subject": "e.one.>", "inactive_threshold": 10_000_000_000,
+               "direct": True}
+        r = await hc.request(f"{EDGE_API}.CONSUMER.CREATE.ESTREAM", json.dumps(
+            {"stream_name": "ESTREAM", "config": cfg}).encode(), timeout=5)
+        created = json.loads(r.data)
+        await asyncio.sleep(0.5)  # nothing may be sent before the hub's interest in dlv.a has come
+        got: list[Any] = []
+
+        async def on_a(m: Any) -> None:
+            got.append(m)
+
+        sub = await hc.subscribe("dlv.a", cb=on_a)
+        await asyncio.sleep(1.2)
+        await sub.unsubscribe()
+        out: dict[str, Any] = {"created": (created["delivered"], created["config"]["deliver_subject"])}
+        out["a"] = [_delivery(m) for m in got][:5]  # three messages, then heartbeats
+        # a backlog larger than the first flow control window (2 MiB): the client answers each request
+        await ejs.add_stream(name="BIG", subjects=["big"])
+        chunk = b"x" * 65536
+        for _ in range(48):
+            await ejs.publish("big", chunk)
+        big: list[Any] = []
+        done = asyncio.Event()
+
+        async def on_big(m: Any) -> None:
+            big.append(_delivery(m))
+            if m.reply.startswith("$JS.FC."):
+                await hc.publish(m.reply, b"")
+            if sum(1 for d in big if d[0] == "msg") == 48:
+                done.set()
+
+        await hc.subscribe("dlv.b", cb=on_big)
+        cfg = dict(cfg, deliver_subject="dlv.b")
+        del cfg["filter_subject"]
+        await hc.request(f"{EDGE_API}.CONSUMER.CREATE.BIG", json.dumps(
+            {"stream_name": "BIG", "config": cfg}).encode(), timeout=5)
+        await asyncio.wait_for(done.wait(), 20)
+        msgs = [d for d in big if d[0] == "msg"]
+        out["b"] = ([d[4:6] for d in msgs] == [(str(i), str(i)) for i in range(1, 49)],
+                    sum(1 for d in big if d[0] == "fc"))
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+def test_push_consumer_served_over_the_link(places: dict[str, Place]) -> None:
+    """What a hub's mirror relies on, seen by a hub client: no delivery before its interest arrives, then
+    every message with contiguous consumer sequences and the original subject, idle heartbeats with exact
+    Nats-Last-Consumer / Nats-Last-Stream (past what the filter skips), flow control requests whose answers
+    let a 3 MiB backlog through. The same as from a nats-server leaf."""
+    res = on_both(places, push_over_link)
+    ref = res["nats-server"]
+    assert [d[0] for d in ref["a"]] == ["msg", "msg", "msg", "status", "status"], ref["a"]
+    assert ref["b"][0] and ref["b"][1] > 0, ref["b"]
+    assert res["edged"] == ref
