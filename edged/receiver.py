@@ -73,6 +73,17 @@ class Receiver:
         <reply>@<subject>`)."""
         self.deliver(sub, subject, reply, hdr, payload)
 
+    def backlogged(self) -> bool:
+        """Is output waiting here beyond what a producer of bulk deliveries (a JetStream push consumer
+        draining a backlog to a hub) should add to? Such a producer then stops and asks `on_drained`, so
+        the receiver's own traffic (a link's PING/PONG, interest, core messages) never queues behind a
+        whole backlog and a drain never makes it a slow consumer. No by default."""
+        return False
+
+    def on_drained(self, fn: Callable[[], None]) -> None:
+        """Call `fn` once `backlogged` has turned false (asked only after it said true)."""
+        fn()
+
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Can `deliver_run` take n messages of run_bytes (payloads and subject/reply per message) with no
         effect before its end (no flush, no close)? No by default: the router then goes message by

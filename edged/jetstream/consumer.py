@@ -450,6 +450,24 @@ class Consumer:
     def _has_push_interest(self) -> bool:
         return self.stream.account.sublist.has_interest(self.deliver_subject)
 
+    def _held_back(self) -> bool:
+        """Does a receiver of the deliver subject have output waiting past what a drain should add to (a
+        leafnode to a hub that is slower than the store)? Then delivery waits until it is written: its
+        wake-up is this consumer's next delivery run (see Receiver.backlogged)."""
+        psubs, qgroups = self.stream.account.sublist.match(self.deliver_subject)
+        for s in psubs:
+            conn = s.conn
+            if conn.backlogged():
+                conn.on_drained(self.kick)
+                return True
+        for group in qgroups:
+            for s in group:
+                conn = s.conn
+                if conn.backlogged():
+                    conn.on_drained(self.kick)
+                    return True
+        return False
+
     def _next_msg(self) -> Any:
         st = self.stream.store
         while self.redeliver:
@@ -498,7 +516,7 @@ class Consumer:
         if self.paused_until and time.time_ns() < self.paused_until:
             return
         if self.push:
-            if not self._has_push_interest():
+            if not self._has_push_interest() or self._held_back():
                 return
         else:
             self._expire_waiting()
@@ -527,6 +545,8 @@ class Consumer:
                 if not k:
                     break
                 n += k
+                if self.push and self._held_back():
+                    break
                 continue
             m, redelivery = self._next_msg()
             if m is None:
@@ -554,7 +574,7 @@ class Consumer:
                         - self._rate_size(m)
                     self._rl_at = now
             n += 1
-            if self.fc_stalled:
+            if self.fc_stalled or (self.push and self._held_back()):
                 break
         if n:
             self.last_active = self.last_delivered = time.time_ns()

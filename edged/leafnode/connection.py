@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
@@ -47,6 +48,9 @@ from edged.tlsconf import client_ssl_context
 if TYPE_CHECKING:
     from edged.leafnode.remote import RemoteLink
 
+# output (queued and in the transport) past which bulk producers wait (Receiver.backlogged): a JetStream
+# drain to the hub keeps at most this much ahead of the link's own PINGs, PONGs, LS+/LS- and core messages
+BACKLOG_BYTES = 512 * 1024
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
@@ -100,6 +104,7 @@ class LeafConnection(Connection):
         self.port = url.port
         self.closed_fut: asyncio.Future[None] = self.server.loop.create_future()
         self._listening = False
+        self._drain_waiters: dict[Callable[[], None], None] = {}  # see backlogged (a dict: once each, in order)
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
@@ -574,6 +579,29 @@ class LeafConnection(Connection):
     def flush(self) -> None:
         self._forget_last()
         super().flush()
+        if self._drain_waiters:
+            self._wake_drained()
+
+    # -------------------------------------------------------------------------- backpressure for bulk producers
+
+    def backlogged(self) -> bool:
+        t = self.transport
+        return self.pending + (t.get_write_buffer_size() if t is not None else 0) > BACKLOG_BYTES
+
+    def on_drained(self, fn: Callable[[], None]) -> None:
+        self._drain_waiters[fn] = None
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._drain_waiters:
+            self._wake_drained()
+
+    def _wake_drained(self) -> None:
+        if self.closed or not self.backlogged():
+            waiters = list(self._drain_waiters)
+            self._drain_waiters.clear()
+            for fn in waiters:
+                fn()
 
     def _log_slow_consumer(self, pending: int) -> None:
         self._log_error(f"Slow leafnode connection to {self.url.hostport}: pending bytes over "
@@ -616,6 +644,8 @@ class LeafConnection(Connection):
                 pass
             self._listening = False
         self._forget_last()
+        if self._drain_waiters:
+            self._wake_drained()  # closed: whoever waits finds out there is nobody to deliver to any more
         subs = list(self.subs.values())
         self.subs.clear()
         for sub in subs:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -362,3 +364,72 @@ def test_push_consumer_served_over_the_link(places: dict[str, Place]) -> None:
     assert [d[0] for d in ref["a"]] == ["msg", "msg", "msg", "status", "status"], ref["a"]
     assert ref["b"][0] and ref["b"][1] > 0, ref["b"]
     assert res["edged"] == ref
+
+
+def test_drain_waits_for_a_slow_link(start_hub: Callable[..., Hub]) -> None:
+    """A hub that stops reading (SIGSTOP) while four flow-controlled push consumers drain 6 MiB each to
+    it: edged keeps at most about BACKLOG_BYTES queued on the link (its PINGs and interest never wait
+    behind a whole backlog, and the link is not dropped as a slow consumer), and once the hub reads again
+    every message arrives, in order, over the same link."""
+    from edged.leafnode.connection import BACKLOG_BYTES
+    from edged.options import JetStreamConfig
+    from tests.support.leaf import edge, hub_binary, leaf_remote
+
+    hub = start_hub(hub_binary("2.15"), HUB_JS)
+    store = tempfile.mkdtemp(prefix="edgejs-")
+
+    async def main() -> None:
+        async with edge([leaf_remote(hub)], jetstream=JetStreamConfig(enabled=True, store_dir=store,
+                                                                      domain="edge")) as srv:
+            link = srv.leafnodes.links[0]
+            assert await link.wait_connected(5)
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            ec = await nats.connect(f"nats://127.0.0.1:{srv.client_port}")
+            try:
+                await edge_domain_up(hc)
+                ejs = ec.jetstream()
+                await ejs.add_stream(name="BIG", subjects=["big"])
+                got: dict[str, list[int]] = {}
+
+                def on(name: str) -> Callable[[Any], Any]:
+                    async def cb(m: Any) -> None:
+                        if m.reply.startswith("$JS.FC."):
+                            await hc.publish(m.reply, b"")
+                        elif m.reply.startswith("$JS.ACK."):
+                            got[name].append(int(m.reply.split(".")[5]))
+                    return cb
+
+                for i in range(4):
+                    got[f"c{i}"] = []
+                    await hc.subscribe(f"dlv.{i}", cb=on(f"c{i}"))
+                    cfg = {"deliver_subject": f"dlv.{i}", "ack_policy": "none", "idle_heartbeat": 1_000_000_000,
+                           "flow_control": True}
+                    await hc.request(f"{EDGE_API}.CONSUMER.CREATE.BIG", json.dumps(
+                        {"stream_name": "BIG", "config": cfg}).encode(), timeout=5)
+                await hc.flush()
+                await asyncio.sleep(0.3)  # the deliver subjects' interest is at the edge
+                hub.signal(signal.SIGSTOP)
+                try:
+                    chunk = b"x" * 65536
+                    for _ in range(96):
+                        await ejs.publish("big", chunk)
+                    queued = 0
+                    for _ in range(200):
+                        c = link.conn
+                        if c is not None and c.transport is not None:
+                            queued = max(queued, c.pending + c.transport.get_write_buffer_size())
+                        await asyncio.sleep(0.01)
+                finally:
+                    hub.signal(signal.SIGCONT)
+                for _ in range(300):
+                    if all(len(v) == 96 for v in got.values()):
+                        break
+                    await asyncio.sleep(0.05)
+                assert queued <= BACKLOG_BYTES + 2 * 65536 + 4096, queued
+                assert {k: v for k, v in got.items() if v != list(range(1, 97))} == {}
+                assert link.connects == 1 and link.is_connected
+            finally:
+                await ec.close()
+                await hc.close()
+
+    run(main())
