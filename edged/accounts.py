@@ -193,6 +193,35 @@ class Account:
                     conn.auto_unsubscribe(sub)
         return delivered
 
+    def route_as(self, routed: str, routed_b: bytes, subject_b: bytes, reply_b: bytes, hdr: bytes | None,
+                 payload: bytes, origin: Any) -> bool:
+        """`route` of a message matched on `routed` while it carries `subject_b`, its own (a JetStream
+        consumer delivers to a deliver subject or pull request inbox): each receiver gets both through
+        `Receiver.deliver_routed`, so a client sees the message's subject and a leafnode can tell the hub
+        what to route it by. True if anyone got it."""
+        psubs, qgroups = self.sublist.match(routed)
+        if not psubs and not qgroups:
+            return False
+        delivered = False
+        echo = origin.echo
+        for sub in psubs:
+            conn = sub.conn
+            if conn is origin and not echo:
+                continue
+            conn.deliver_routed(sub, routed_b, subject_b, reply_b, hdr, payload)
+            delivered = True
+            if sub.max and sub.delivered >= sub.max:
+                conn.auto_unsubscribe(sub)
+        for group in qgroups:
+            sub = pick_queue_member(group, origin, echo)
+            if sub is not None:
+                conn = sub.conn
+                conn.deliver_routed(sub, routed_b, subject_b, reply_b, hdr, payload)
+                delivered = True
+                if sub.max and sub.delivered >= sub.max:
+                    conn.auto_unsubscribe(sub)
+        return delivered
+
     def route_empties(self, subjects: list[bytes], origin: Any) -> None:
         """Route empty, header-less, reply-less messages to ASCII `subjects` in order (a client's plain
         JetStream acks). Subjects that one prefix memo of the sublist answers alike (`add_prefix`: the acks

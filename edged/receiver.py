@@ -64,6 +64,26 @@ class Receiver:
         """`sub` reached its delivery limit (UNSUB with a max): remove it."""
         raise NotImplementedError
 
+    def deliver_routed(self, sub: Subscription, routed: bytes, subject: bytes, reply: bytes, hdr: bytes | None,
+                       payload: bytes) -> None:
+        """A message that was matched on `routed` (a JetStream consumer's deliver subject or pull request
+        inbox, `Account.route_as`) but carries `subject`, its own. An end receiver (a client, a service)
+        takes it under `subject`, which is this default; a link to another server must pass both on, or
+        the far side would route it by the message's subject (a leafnode frames `LMSG <routed>
+        <reply>@<subject>`)."""
+        self.deliver(sub, subject, reply, hdr, payload)
+
+    def backlogged(self) -> bool:
+        """Is output waiting here beyond what a producer of bulk deliveries (a JetStream push consumer
+        draining a backlog to a hub) should add to? Such a producer then stops and asks `on_drained`, so
+        the receiver's own traffic (a link's PING/PONG, interest, core messages) never queues behind a
+        whole backlog and a drain never makes it a slow consumer. No by default."""
+        return False
+
+    def on_drained(self, fn: Callable[[], None]) -> None:
+        """Call `fn` once `backlogged` has turned false (asked only after it said true)."""
+        fn()
+
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Can `deliver_run` take n messages of run_bytes (payloads and subject/reply per message) with no
         effect before its end (no flush, no close)? No by default: the router then goes message by
@@ -79,7 +99,8 @@ class Receiver:
     def deliver_batch(self, sub: Subscription, msgs: list[Message], nbytes: int) -> None:
         """Messages for one subscription that a service produced together (a consumer's deliveries, the
         PubAcks of one commit); `nbytes` is their header and payload bytes. Callers use it only for a
-        subscription without an auto-unsubscribe limit."""
+        subscription without an auto-unsubscribe limit, and only with a receiver that keeps the default
+        `deliver_routed` (a batch carries the messages' own subjects, not what they were routed by)."""
         deliver = self.deliver
         for m in msgs:
             deliver(sub, m[0], m[1], m[2], m[3])

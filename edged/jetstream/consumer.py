@@ -21,7 +21,7 @@ from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
-from edged.receiver import Message
+from edged.receiver import Message, Receiver
 from edged.subjects import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
@@ -43,6 +43,7 @@ _dec = msgspec.json.Decoder()
 
 
 U64_MAX = 2**64 - 1
+_FC_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _decode = bytes.decode
 
 
@@ -157,7 +158,11 @@ class Consumer:
         self.name = name
         self.config = config
         self.created = created
-        self.persist = durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
+        # `direct`: a consumer another server's mirror or source made (nats-server keeps these out of its
+        # store, its stream's consumer count and its consumer listings)
+        self.direct = bool(config.get("direct"))
+        self.persist = (durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
+                        and not self.direct)
         self.ic = stream.jsa.internal
         self.loop = asyncio.get_event_loop()
         self.closed = False
@@ -180,6 +185,9 @@ class Consumer:
         self._head_ok: PullRequest | None = None  # the first waiting request, known to have a listener
         self._ack_sub: Any = None
         self._fc_sub: Any = None
+        # the stream's last sequence when a delivery run last found nothing more for this consumer: where
+        # nats-server's position stands then (its heartbeats' Nats-Last-Stream), past what the filter skips
+        self._eof_at = 0
         self._dirty = False
         self._kick_scheduled = False
         self._hb_handle: asyncio.TimerHandle | None = None
@@ -210,6 +218,10 @@ class Consumer:
                                               empties=self._on_plain_acks)
             # every ack subject is new: let the router answer them from one memo entry
             self.ic.account.sublist.add_prefix(f"$JS.ACK.{stream.name}.{name}")
+        if self.push and self.fc:
+            # answers to flow control requests: subscribed (and so advertised over a leafnode) for as long
+            # as the consumer lives, as nats-server does
+            self._fc_sub = self.ic.subscribe(f"$JS.FC.{stream.name}.{name}.*", self._on_fc)
         self._ack_timer = self.loop.call_later(self._ack_check_interval(), self._check_acks)
         if self.push and self.hb:
             self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
@@ -221,6 +233,7 @@ class Consumer:
         c = self.config
         self.push = bool(c.get("deliver_subject"))
         self.deliver_subject = c.get("deliver_subject") or ""
+        self._dsubj_b = self.deliver_subject.encode("utf-8", "surrogateescape")
         self.ack = c["ack_policy"]
         self.ack_wait = c.get("ack_wait") or DEFAULT_ACK_WAIT
         self.max_deliver = c["max_deliver"]
@@ -343,7 +356,9 @@ class Consumer:
     def on_msg(self, seq: int, subject: str) -> None:
         if self.closed:
             return
-        if self._np is not None and seq > self.sseq and self._matches(subject):
+        if self.filters and not self._matches(subject):
+            return  # as nats-server, which wakes only the consumers whose filter takes the message
+        if self._np is not None and seq > self.sseq:
             self._np += 1
         self.kick()
 
@@ -435,6 +450,24 @@ class Consumer:
     def _has_push_interest(self) -> bool:
         return self.stream.account.sublist.has_interest(self.deliver_subject)
 
+    def _held_back(self) -> bool:
+        """Does a receiver of the deliver subject have output waiting past what a drain should add to (a
+        leafnode to a hub that is slower than the store)? Then delivery waits until it is written: its
+        wake-up is this consumer's next delivery run (see Receiver.backlogged)."""
+        psubs, qgroups = self.stream.account.sublist.match(self.deliver_subject)
+        for s in psubs:
+            conn = s.conn
+            if conn.backlogged():
+                conn.on_drained(self.kick)
+                return True
+        for group in qgroups:
+            for s in group:
+                conn = s.conn
+                if conn.backlogged():
+                    conn.on_drained(self.kick)
+                    return True
+        return False
+
     def _next_msg(self) -> Any:
         st = self.stream.store
         while self.redeliver:
@@ -467,9 +500,11 @@ class Consumer:
             buf.popleft()
         if not buf:
             if self.sseq >= st.last_seq:
+                self._eof_at = st.last_seq
                 return None, False
             buf.extend(st.read_rows(self.sseq + 1, self.flt, 256))
             if not buf:
+                self._eof_at = st.last_seq
                 return None, False
         m = buf.popleft()
         return (m if type(m) is StoredMsg else StoredMsg(*m)), False
@@ -481,7 +516,7 @@ class Consumer:
         if self.paused_until and time.time_ns() < self.paused_until:
             return
         if self.push:
-            if not self._has_push_interest():
+            if not self._has_push_interest() or self._held_back():
                 return
         else:
             self._expire_waiting()
@@ -510,6 +545,8 @@ class Consumer:
                 if not k:
                     break
                 n += k
+                if self.push and self._held_back():
+                    break
                 continue
             m, redelivery = self._next_msg()
             if m is None:
@@ -537,7 +574,7 @@ class Consumer:
                         - self._rate_size(m)
                     self._rl_at = now
             n += 1
-            if self.fc_stalled:
+            if self.fc_stalled or (self.push and self._held_back()):
                 break
         if n:
             self.last_active = self.last_delivered = time.time_ns()
@@ -571,6 +608,7 @@ class Consumer:
         st = self.stream.store
         if not buf:
             if sseq >= st.last_seq:
+                self._eof_at = st.last_seq
                 return 0
             want = 256
             if not self.push:
@@ -578,6 +616,7 @@ class Consumer:
                 want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
             buf.extend(st.read_rows(sseq + 1, self.flt, want))
             if not buf:
+                self._eof_at = st.last_seq
                 return 0
         limit = min(budget, len(buf))
         pending = self.pending if self.ack != "none" else None
@@ -598,16 +637,24 @@ class Consumer:
         acc = self.stream.account
         psubs, qgroups = acc.sublist.match(dest)
         direct = psubs[0] if len(psubs) == 1 and not qgroups and not psubs[0].max else None
-        deliver = direct.conn.deliver if direct is not None else None
+        deliver: Any = None
+        # a receiver that needs the subject a message was routed by (a leafnode) gets it through
+        # deliver_routed; the others, clients above all, through deliver or a batch as ever
+        routed: Any = None
+        dest_b = dest.encode("utf-8", "surrogateescape")
         # a connection that takes batches with no per-message check is handed the messages in one call
         # per BATCH_FLUSH bytes: no deliver() call per message
         batch: list[Message] | None = None
         conn: Any = None
         if direct is not None:
             conn = direct.conn
-            if conn.takes_batch(direct):
-                batch = []
-        route = acc.route
+            if type(conn).deliver_routed is not Receiver.deliver_routed:
+                routed = conn.deliver_routed
+            else:
+                deliver = conn.deliver
+                if conn.takes_batch(direct):
+                    batch = []
+        route_as = acc.route_as
         ic = self.ic
         prefix = self._ack_prefix
         subj_cache = self._subj_b
@@ -671,10 +718,12 @@ class Consumer:
                 hdr = m[2] or None
                 data = m[3]
                 reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np)
-                if direct is not None and not direct.closed:
-                    deliver(direct, subj_b, reply_b, hdr, data)  # type: ignore[misc]
+                if direct is None or direct.closed:
+                    route_as(dest, dest_b, subj_b, reply_b, hdr, data, ic)
+                elif routed is None:
+                    deliver(direct, subj_b, reply_b, hdr, data)
                 else:
-                    route(dest, subj_b, reply_b, hdr, data, ic)
+                    routed(direct, dest_b, subj_b, reply_b, hdr, data)
                 sent += 1
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
@@ -765,16 +814,17 @@ class Consumer:
         else:
             self.afloor_c, self.afloor_s = dseq, seq
         # delivered under the message's own subject, routed by the deliver subject / request inbox, as
-        # nats-server does (clients read the subject of what they consume, e.g. the KV key)
-        route = self.stream.account.route
+        # nats-server does (clients read the subject of what they consume, e.g. the KV key; a leafnode
+        # passes both on)
+        route_as = self.stream.account.route_as
         subj_b = m.subject.encode("utf-8", "surrogateescape")
         reply_b = ack_reply.encode()
         if req is None:
-            route(self.deliver_subject, subj_b, reply_b, hdr, data, self.ic)
+            route_as(self.deliver_subject, self._dsubj_b, subj_b, reply_b, hdr, data, self.ic)
             if self.fc:
                 self._fc_account(len(self.deliver_subject) + len(ack_reply) + len(hdr or b"") + len(data))
         else:
-            route(req.reply, subj_b, reply_b, hdr, data, self.ic)
+            route_as(req.reply, req.reply.encode("utf-8", "surrogateescape"), subj_b, reply_b, hdr, data, self.ic)
             req.batch -= 1
             req.sent_at = time.time_ns()
             if req.batch <= 0 or (req.max_bytes and req.sent_bytes >= req.max_bytes):
@@ -818,8 +868,12 @@ class Consumer:
             self.fc_sz += sz  # the outstanding answer will cover this one too
         self.fc_stalled = self.fc_bytes > self.fc_window
 
+    def _last_stream(self) -> int:
+        """Nats-Last-Stream of a heartbeat: the last stream sequence delivered or looked at."""
+        return max(self.sseq, self._eof_at)
+
     def _send_flow_control(self) -> None:
-        subj = f"$JS.FC.{self.stream.name}.{self.name}.{os.urandom(3).hex()}"
+        subj = f"$JS.FC.{self.stream.name}.{self.name}.{''.join(_FC_DIGITS[b % 62] for b in os.urandom(4))}"
         self.fc_pending = subj
         self.fc_sz = self.fc_bytes
         if self._fc_sub is None:
@@ -841,7 +895,7 @@ class Consumer:
             return
         idle = time.time_ns() - self.last_active >= self.hb * 0.9
         if idle and self._has_push_interest():
-            items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+            items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self._last_stream()))]
             reply = ""
             if self.fc_pending is not None:
                 items.append(("Nats-Consumer-Stalled", self.fc_pending))
@@ -1002,7 +1056,7 @@ class Consumer:
         if idle < req.heartbeat:
             req.hb_handle = self.loop.call_later((req.heartbeat - idle) / NS, self._pull_heartbeat, req)
             return
-        items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self.sseq))]
+        items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self._last_stream()))]
         self.ic.publish(req.reply, b"", "", make_headers(items, status=100, description="Idle Heartbeat"))
         req.hb_handle = self.loop.call_later(req.heartbeat / NS, self._pull_heartbeat, req)
 

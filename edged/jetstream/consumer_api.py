@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import string
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.goformat import ZERO_TIME, format_time
+from edged.goformat import ZERO_TIME, format_time, rfc3339ns
+from edged.headers import get_header, make_headers
 from edged.jetstream.consumer import Consumer
 from edged.jetstream.consumer_config import (
     CREATE_REQUEST,
@@ -39,6 +41,20 @@ _dec = msgspec.json.Decoder()
 def _ephemeral_name() -> str:
     raw = os.urandom(8)
     return "".join(_ALPHA[b % len(_ALPHA)] for b in raw)
+
+
+_GO_DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase
+
+
+def go_hash(text: str) -> str:
+    """nats-server's getHash: 8 base62 characters of the SHA-256 of `text`."""
+    return "".join(_GO_DIGITS[b % 62] for b in hashlib.sha256(text.encode()).digest()[:8])
+
+
+def stream_identity(stream: Stream) -> str:
+    """What nats-server 2.15 calls a stream's identity: a hash of its creation time, which tells a hub
+    sourcing the stream that it was deleted and created again (its position then starts over)."""
+    return go_hash(rfc3339ns(stream.created))
 
 
 def _stream(req: ApiRequest) -> Stream:
@@ -96,6 +112,25 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     if cfg_in.get("num_replicas", 0) > 1:
         raise api_error("JSStreamReplicasNotSupportedErr")
     stream = _stream(req)
+    # the consumer a hub creates to mirror or source this stream (nats-server's stream.go): 2.14+ hubs
+    # name it after the stream (JS_SRC_<hash>) and ask again under that name while the last one may still
+    # be here, from another start; as nats-server does for a `direct` + `sourcing` request, each gets a
+    # name of its own. (nats-server on an interest stream makes it a durable with ack policy
+    # flow_control instead; edged has no such ack policy, so it does here what a clustered nats-server
+    # does.)
+    sync = bool(cfg_in.get("direct") or cfg_in.get("sourcing"))
+    if cfg_in.get("direct") and cfg_in.get("sourcing") and name:
+        base = name
+        name = f"{base}-{_ephemeral_name()}"
+        while name in stream.consumers:
+            name = f"{base}-{_ephemeral_name()}"
+        cfg_in["name"] = name
+    identity = ""
+    if sync:
+        identity = stream_identity(stream)
+        asked = get_header(req.hdr, "Nats-Stream-Identity")
+        if asked and asked != identity:
+            raise api_error("JSConsumerStreamIdentityMismatchF", msg=identity)
     existing = stream.consumers.get(name) if name else None
     if existing is not None:
         # a create or update never changes the pause: that is CONSUMER.PAUSE's (an update stores it in UTC;
@@ -115,6 +150,8 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         if not existing.config.get("durable_name") and not cfg.get("inactive_threshold"):
             cfg = _with_inactive(cfg)  # an ephemeral keeps its default, as nats-server stamps it
         existing.update(cfg)
+        if identity:
+            req.resp_hdr = make_headers([("Nats-Stream-Identity", identity)])
         return existing.info()
     if action == "update":
         raise api_error("JSConsumerDoesNotExist")
@@ -122,9 +159,11 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     lim = req.jsa.limits.max_consumers
     if mc <= 0 or 0 < lim < mc:
         mc = lim
-    if mc > 0 and len(stream.consumers) >= mc:
+    # what a hub's mirror or source made does not count against the limit (nats-server's
+    # numLimitableConsumers)
+    if mc > 0 and sum(1 for c in stream.consumers.values() if not c.direct) >= mc:
         raise api_error("JSMaximumConsumersLimitErr")
-    if stream.retention == "workqueue":
+    if stream.retention == "workqueue" and not sync:
         if cfg["ack_policy"] != "explicit":
             raise api_error("JSConsumerWQRequiresExplicitAckErr")
         if cfg["deliver_policy"] != "all":
@@ -152,6 +191,8 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         "type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": stream.name, "consumer": name,
         "action": "create"})
     c.kick()
+    if identity:
+        req.resp_hdr = make_headers([("Nats-Stream-Identity", identity)])
     return c.info()
 
 
@@ -211,7 +252,7 @@ def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
     if req.has_options():
         offset = max(0, req.decode("JSApiConsumersRequest", {"offset": "int"}).get("offset", 0))
     stream = _stream(req)
-    names = sorted(stream.consumers)
+    names = sorted(n for n, c in stream.consumers.items() if not c.direct)
     return stream, names, min(offset, len(names))
 
 

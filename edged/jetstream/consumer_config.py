@@ -49,7 +49,7 @@ _ORDER = ("durable_name", "name", "description", "deliver_policy", "opt_start_se
           "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy",
           "rate_limit_bps", "sample_freq", "max_waiting", "max_ack_pending", "flow_control", "headers_only",
           "max_batch", "max_expires", "max_bytes", "deliver_subject", "deliver_group", "idle_heartbeat",
-          "inactive_threshold", "num_replicas", "mem_storage", "metadata", "pause_until")
+          "inactive_threshold", "num_replicas", "mem_storage", "direct", "sourcing", "metadata", "pause_until")
 
 
 # ------------------------------------------------------------------ defaults and checks

@@ -62,13 +62,16 @@ class ApiRequest:
     """A `$JS.API` request as its handler gets it: the account's JetStream, the tokens after the handler's
     prefix, the reply subject and the body, with nats-server's ways of reading the body."""
 
-    __slots__ = ("js", "account", "jsa", "subject", "tokens", "reply", "hdr", "data", "client_info")
+    __slots__ = ("js", "account", "jsa", "subject", "tokens", "reply", "hdr", "data", "client_info", "resp_hdr")
 
     def __init__(self, js: JetStream, account: Account, jsa: JSAccount | None, subject: str, tokens: list[str],
                  reply: str, hdr: bytes | None, data: bytes) -> None:
         self.js, self.account, self.jsa = js, account, jsa
         self.subject, self.tokens, self.reply, self.hdr, self.data = subject, tokens, reply, hdr, data
         self.client_info = None
+        # headers of a successful response, set by a synchronous handler (a consumer create's
+        # Nats-Stream-Identity)
+        self.resp_hdr: bytes | None = None
 
     def values(self, struct: str) -> Iterator[tuple[dict[str, Any], bytes]]:
         """The body's JSON values one after another, each with the text it was decoded from, as
@@ -230,7 +233,7 @@ class Dispatcher:
         if inspect.isawaitable(res):
             self.js.loop_task(self._finish(acc, jsa, reply, handler, res, audit))
         elif res is not None:
-            self._reply(acc, jsa, reply, res, handler, audit=audit)
+            self._reply(acc, jsa, reply, res, handler, audit=audit, hdr=req.resp_hdr)
 
     async def _finish(self, acc: Account, jsa: JSAccount, reply: str, handler: Any, aw: Any,
                       audit: tuple[str, bytes, Any] | None = None) -> None:
@@ -255,7 +258,8 @@ class Dispatcher:
             self._reply(acc, jsa, reply, res, handler, ok, audit)
 
     def _reply(self, acc: Account, jsa: JSAccount | None, reply: str, body: dict[str, Any], handler: Any,
-               counted_ok: bool = False, audit: tuple[str, bytes, Any] | None = None) -> None:
+               counted_ok: bool = False, audit: tuple[str, bytes, Any] | None = None,
+               hdr: bytes | None = None) -> None:
         """Send an API response: `type` first, as nats-server's structs marshal; an error reply also carries
         the fields its response struct always has (`total/offset/limit`, `purged`...). Counted afterwards,
         so `$JS.API.INFO` reports the calls before itself, as nats-server does. What is counted is also
@@ -270,7 +274,7 @@ class Dispatcher:
             body = {"type": rtype, **body}
         resp = _encode(body)
         if reply:
-            acc.internal.publish(reply, resp)
+            acc.internal.publish(reply, resp, hdr=hdr)
             self.pubacks.spin()
         if counted_ok:
             err = False

@@ -748,7 +748,7 @@ class Stream:
             d["num_deleted"] = st.num_deleted
         if st.num_subjects:
             d["num_subjects"] = st.num_subjects
-        d["consumer_count"] = len(self.consumers)
+        d["consumer_count"] = sum(1 for c in self.consumers.values() if not c.direct)
         return d
 
     def info(self, deleted_details: bool = False, subjects_filter: str | None = None, domain: bool = False,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
@@ -47,6 +48,9 @@ from edged.tlsconf import client_ssl_context
 if TYPE_CHECKING:
     from edged.leafnode.remote import RemoteLink
 
+# output (queued and in the transport) past which bulk producers wait (Receiver.backlogged): a JetStream
+# drain to the hub keeps at most this much ahead of the link's own PINGs, PONGs, LS+/LS- and core messages
+BACKLOG_BYTES = 512 * 1024
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
@@ -87,6 +91,8 @@ class LeafConnection(Connection):
         self._last_payload: bytes | None = None
         self._last_subs: tuple[Subscription, ...] = ()
         self._last_idx = 0
+        # the last JetStream delivery's reply, subject and `reply@subject` (see deliver_routed)
+        self._at_reply = self._at_subject = self._at_encoded = b""
         self._exp: AllowDenyFilter | None = None
         self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
         own = link.own_domain_prefix
@@ -98,6 +104,7 @@ class LeafConnection(Connection):
         self.port = url.port
         self.closed_fut: asyncio.Future[None] = self.server.loop.create_future()
         self._listening = False
+        self._drain_waiters: dict[Callable[[], None], None] = {}  # see backlogged (a dict: once each, in order)
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
@@ -490,6 +497,20 @@ class LeafConnection(Connection):
             self.flush_queued = True
             self.server.flush_soon(self)
 
+    def deliver_routed(self, sub: Subscription, routed: bytes, subject: bytes, reply: bytes, hdr: bytes | None,
+                       payload: bytes) -> None:
+        """A JetStream delivery (matched on its deliver subject or pull request inbox) as nats-server sends
+        it over a leafnode: `LMSG <routed> <reply>@<subject>`, which the hub decodes back (§3.4). The
+        encoded reply is kept for the other subscriptions of the same router pass, so `deliver` sees the
+        same objects again and merges them into one LMSG."""
+        if reply:
+            if reply is self._at_reply and subject is self._at_subject:
+                reply = self._at_encoded
+            else:
+                self._at_reply, self._at_subject = reply, subject
+                reply = self._at_encoded = reply + b"@" + subject
+        self.deliver(sub, routed, reply, hdr, payload)
+
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Always: delivery only queues output, the slow-consumer check waits for the flush."""
         return True
@@ -551,6 +572,29 @@ class LeafConnection(Connection):
     def flush(self) -> None:
         self._forget_last()
         super().flush()
+        if self._drain_waiters:
+            self._wake_drained()
+
+    # -------------------------------------------------------------------------- backpressure for bulk producers
+
+    def backlogged(self) -> bool:
+        t = self.transport
+        return self.pending + (t.get_write_buffer_size() if t is not None else 0) > BACKLOG_BYTES
+
+    def on_drained(self, fn: Callable[[], None]) -> None:
+        self._drain_waiters[fn] = None
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._drain_waiters:
+            self._wake_drained()
+
+    def _wake_drained(self) -> None:
+        if self.closed or not self.backlogged():
+            waiters = list(self._drain_waiters)
+            self._drain_waiters.clear()
+            for fn in waiters:
+                fn()
 
     def _log_slow_consumer(self, pending: int) -> None:
         self._log_error(f"Slow leafnode connection to {self.url.hostport}: pending bytes over "
@@ -593,6 +637,8 @@ class LeafConnection(Connection):
                 pass
             self._listening = False
         self._forget_last()
+        if self._drain_waiters:
+            self._wake_drained()  # closed: whoever waits finds out there is nobody to deliver to any more
         subs = list(self.subs.values())
         self.subs.clear()
         for sub in subs:

@@ -291,7 +291,7 @@ class WSClientProtocol(asyncio.Protocol):
         self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        pass
+        self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        pass
+        self.inner.resume_writing()

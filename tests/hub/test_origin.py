@@ -1,0 +1,435 @@
+"""The leaf as the origin: a hub stream that mirrors or sources a stream of the leaf's JetStream domain
+(`$JS.edge.API`), and a hub client pulling from a leaf consumer, with edged in the leaf's place and with
+a nats-server leaf in the same place (differential: the same hub sees the same messages, sequences and
+headers), across a link cut and a hub restart while the leaf keeps storing
+(../shared/docs/leafnode-protocol.md §3.4, §8.8)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+from tests.support.aio import run
+from tests.support.leaf import Hub
+from tests.support.servers import KINDS, ServerProcess
+from tests.support.tcpproxy import TCPProxy
+
+HUB_JS = """
+server_name: hub1
+jetstream { store_dir: "./js", domain: hub }
+leafnodes { port: $LEAF_PORT }
+accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+LEAF_JS = """
+server_name: edge1
+jetstream { store_dir: "./js", domain: edge }
+leafnodes { remotes: [ { urls: ["nats://leaf:s3cret@127.0.0.1:%d"] } ] }
+"""
+
+EDGE_API = "$JS.edge.API"
+
+
+@pytest.fixture
+def start_leaf() -> Iterator[Callable[[str, int], ServerProcess]]:
+    """`start_leaf(kind, port)`: a started leaf of that kind (edged or nats-server, same config) with
+    JetStream domain `edge` and one remote to `port`, stopped when the test is done."""
+    leaves: list[ServerProcess] = []
+
+    def start(kind: str, port: int) -> ServerProcess:
+        leaf = ServerProcess(kind, config=LEAF_JS % port)
+        leaves.append(leaf)
+        return leaf.start()
+
+    yield start
+    for leaf in leaves:
+        leaf.stop()
+
+
+async def edge_domain_up(hc: Any, timeout: float = 10.0) -> None:
+    """Until the hub reaches the leaf's JetStream through `$JS.edge.API` (the link is up, its interest in)."""
+    js = hc.jetstream(domain="edge")
+    for _ in range(int(timeout / 0.1)):
+        try:
+            await js.account_info()
+            return
+        except Exception:
+            await asyncio.sleep(0.1)
+    raise TimeoutError("the leaf's JetStream domain is not reachable from the hub")
+
+
+async def wait_count(js: Any, stream: str, n: int, timeout: float = 15.0) -> int:
+    """The stream's message count once it is `n` (or whatever it is at the timeout)."""
+    got = -1
+    for _ in range(int(timeout / 0.1)):
+        try:
+            got = (await js.stream_info(stream)).state.messages
+        except Exception:
+            got = -1
+        if got >= n:
+            return got
+        await asyncio.sleep(0.1)
+    return got
+
+
+def _source_header(value: str) -> str:
+    """`Nats-Stream-Source` with its origin stream identity (2.15: a hash of the origin stream's creation
+    time, different for every stream) replaced by its length."""
+    parts = value.split(" ")
+    if len(parts) == 6:
+        parts[5] = f"<identity of {len(parts[5])}>"
+    return " ".join(parts)
+
+
+async def stream_view(js: Any, stream: str) -> dict[str, Any]:
+    """What a hub client sees of a stream: its state and every message (sequence, subject, headers, data)."""
+    si = await js.stream_info(stream)
+    msgs = []
+    for seq in range(si.state.first_seq, si.state.last_seq + 1):
+        m = await js.get_msg(stream, seq)
+        hdrs = dict(m.headers or {})
+        if "Nats-Stream-Source" in hdrs:
+            hdrs["Nats-Stream-Source"] = _source_header(hdrs["Nats-Stream-Source"])
+        msgs.append((m.seq, m.subject, hdrs, m.data))
+    return {"messages": si.state.messages, "first": si.state.first_seq, "last": si.state.last_seq, "msgs": msgs}
+
+
+async def consumer_names(nc: Any, stream: str) -> list[str]:
+    r = await nc.request(f"$JS.API.CONSUMER.NAMES.{stream}", b"", timeout=5)
+    return json.loads(r.data)["consumers"]
+
+
+def mirror_and_source() -> list[StreamConfig]:
+    ext = ExternalStream(api=EDGE_API)
+    return [StreamConfig(name="MIR", mirror=StreamSource(name="ESTREAM", external=ext)),
+            StreamConfig(name="SRC", sources=[StreamSource(name="ESTREAM", external=ext)]),
+            StreamConfig(name="SRCF", sources=[StreamSource(name="ESTREAM", filter_subject="e.one.>",
+                                                            external=ext)])]
+
+
+def publishes(first: int, n: int) -> list[tuple[str, bytes, dict[str, str] | None]]:
+    """n publishes numbered from `first`: alternating subjects, every third one with a header."""
+    out = []
+    for i in range(first, first + n):
+        subj = f"e.one.{i}" if i % 2 else f"e.two.{i}"
+        out.append((subj, b"m%d" % i, {"X-N": str(i)} if i % 3 == 0 else None))
+    return out
+
+
+async def publish_all(js: Any, msgs: list[tuple[str, bytes, dict[str, str] | None]]) -> None:
+    for subj, data, hdrs in msgs:
+        await js.publish(subj, data, headers=hdrs)
+
+
+async def basic(place: Place) -> dict[str, Any]:
+    """Hub streams mirroring and sourcing (all, and filtered) an edge stream, then a hub client pulling
+    from an edge durable and acking: what the hub and its client see."""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs, hjs = ec.jetstream(), hc.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 6))
+        for cfg in mirror_and_source():
+            await hjs.add_stream(cfg)
+        await publish_all(ejs, publishes(7, 4))
+        out: dict[str, Any] = {}
+        for name, n in (("MIR", 10), ("SRC", 10), ("SRCF", 5)):
+            await wait_count(hjs, name, n)
+            out[name] = await stream_view(hjs, name)
+        # a hub client pulls from an edge durable through the edge's domain, and acks
+        await ejs.add_consumer("ESTREAM", durable_name="D", ack_policy="explicit", filter_subject="e.two.>")
+        hej = hc.jetstream(domain="edge")
+        psub = await hej.pull_subscribe_bind("D", stream="ESTREAM")
+        got = await psub.fetch(3, timeout=5)
+        out["pulled"] = [(m.subject, m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer,
+                          m.metadata.num_pending) for m in got]
+        for m in got:
+            await m.ack_sync()
+        ci = await hej.consumer_info("ESTREAM", "D")
+        out["consumer"] = (ci.delivered.consumer_seq, ci.delivered.stream_seq, ci.ack_floor.consumer_seq,
+                           ci.ack_floor.stream_seq, ci.num_ack_pending, ci.num_pending)
+        # the hub's mirror and source consumers are the origin's business only: not counted, not listed
+        si = await ejs.stream_info("ESTREAM")
+        out["edge consumers"] = (si.state.consumer_count, await consumer_names(ec, "ESTREAM"))
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+@dataclass
+class Place:
+    """One side of a differential run: a hub and a leaf of `kind` linked to it through a proxy."""
+
+    kind: str
+    hub: Hub
+    proxy: TCPProxy
+    leaf: ServerProcess
+
+
+@pytest.fixture
+def places(hub_bin: str, start_hub: Callable[..., Hub],
+           start_leaf: Callable[[str, int], ServerProcess]) -> Iterator[dict[str, Place]]:
+    """A hub of the version under test for each leaf kind (nats-server, edged), each with its leaf."""
+    out: dict[str, Place] = {}
+    try:
+        for kind in KINDS:
+            hub = start_hub(hub_bin, HUB_JS)
+            proxy = TCPProxy("127.0.0.1", hub.leaf_port).start()
+            out[kind] = Place(kind, hub, proxy, start_leaf(kind, proxy.port))
+        yield out
+    finally:
+        for p in out.values():
+            p.proxy.stop()
+
+
+def on_both(places: dict[str, Place], scenario: Callable[..., Any], *args: Any,
+            timeout: float = 100.0) -> dict[str, Any]:
+    """`scenario(place, *args)` with each leaf kind at once (their hubs are apart): {kind: result}."""
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(scenario(p, *args) for p in places.values()))
+
+    return dict(zip(places, run(main(), timeout=timeout), strict=True))
+
+
+def test_hub_mirrors_and_sources_an_edge_stream(places: dict[str, Place]) -> None:
+    """The same hub mirrors and sources a stream of a nats-server leaf and of edged in its place: the same
+    messages, at the same sequences, with the same headers (`Nats-Stream-Source` as the hub writes it)."""
+    res = on_both(places, basic)
+    ref = res["nats-server"]
+    assert ref["MIR"]["messages"] == 10 and ref["SRCF"]["messages"] == 5
+    for key in ("MIR", "SRC", "SRCF", "pulled", "consumer", "edge consumers"):
+        assert res["edged"][key] == ref[key], key
+
+
+async def outage(place: Place, mode: str) -> dict[str, Any]:
+    """Hub streams mirror and source an edge stream; the link goes (`cut`: the proxy drops it and refuses
+    reconnects; `restart`: the hub stops) while the edge keeps storing; the link comes back. What the
+    hub holds then, and how long it took to hold all of it."""
+    hub, proxy = place.hub, place.proxy
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs, hjs = ec.jetstream(), hc.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 5))
+        for cfg in mirror_and_source():
+            await hjs.add_stream(cfg)
+        for name, n in (("MIR", 5), ("SRC", 5), ("SRCF", 3)):
+            assert await wait_count(hjs, name, n) == n, name
+        if mode == "cut":
+            await asyncio.to_thread(proxy.block)
+        else:
+            await hc.close()
+            await asyncio.to_thread(hub.stop)
+        await publish_all(ejs, publishes(6, 40))
+        await asyncio.sleep(1.0)
+        if mode == "cut":
+            await asyncio.to_thread(proxy.unblock)
+        else:
+            await asyncio.to_thread(hub.start)
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            hjs = hc.jetstream()
+        back = time.monotonic()
+        out: dict[str, Any] = {}
+        for name, n in (("MIR", 45), ("SRC", 45), ("SRCF", 23)):
+            await wait_count(hjs, name, n, timeout=70)
+            out[f"{name} after"] = time.monotonic() - back
+            out[name] = await stream_view(hjs, name)
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+def check_outage(res: dict[str, Any]) -> None:
+    """Every message once, in order, on both; the same as with nats-server's leaf."""
+    for kind, r in res.items():
+        assert [m[3] for m in r["MIR"]["msgs"]] == [b"m%d" % i for i in range(1, 46)], kind
+        assert [m[3] for m in r["SRC"]["msgs"]] == [b"m%d" % i for i in range(1, 46)], kind
+        assert [m[3] for m in r["SRCF"]["msgs"]] == [b"m%d" % i for i in range(1, 46) if i % 2], kind
+    for key in ("MIR", "SRC", "SRCF"):
+        assert res["edged"][key] == res["nats-server"][key], key
+
+
+def test_hub_catches_up_after_a_link_cut(places: dict[str, Place]) -> None:
+    """The link cut (and refused) while the edge stores on: once it is back, the hub's mirror and sources
+    hold every message once and in order, within seconds, as with a nats-server leaf."""
+    res = on_both(places, outage, "cut")
+    check_outage(res)
+    for name in ("MIR", "SRC", "SRCF"):
+        assert res["edged"][f"{name} after"] < 5.0, res["edged"]
+
+
+@pytest.mark.slow
+def test_hub_catches_up_after_a_hub_restart(places: dict[str, Place]) -> None:
+    """The hub stopped while the edge stores on, then started again: its mirror and sources catch up,
+    once and in order. Slow because of the hub: it asks for its consumers before the leaf is back and
+    waits 30 s for that answer (nats-server's srcConsumerWaitTime), with a nats-server leaf as well."""
+    check_outage(on_both(places, outage, "restart", timeout=110))
+
+
+def _delivery(m: Any) -> tuple[Any, ...]:
+    """A push delivery as the hub's client sees it, without what differs by nature (consumer name,
+    timestamp): kind, subject, payload, and the ack reply's counts or the status headers."""
+    hdrs = dict(m.headers or {})
+    if m.reply.startswith("$JS.ACK."):
+        t = m.reply.split(".")
+        return ("msg", m.subject, m.data, t[4], t[5], t[6], t[8])
+    if m.reply.startswith("$JS.FC."):
+        return ("fc", m.subject, len(m.reply.split(".")[-1]), hdrs.get("Description"))
+    return ("status", m.subject, hdrs.get("Status"), hdrs.get("Description"), hdrs.get("Nats-Last-Consumer"),
+            hdrs.get("Nats-Last-Stream"), hdrs.get("Nats-Consumer-Stalled"))
+
+
+async def push_over_link(place: Place) -> dict[str, Any]:
+    """A hub client makes a flow-controlled push consumer with heartbeats on an edge stream through
+    `$JS.edge.API` (as a hub's mirror does) and subscribes its deliver subject only afterwards: what it gets.
+    Then a backlog of 3 MiB through one, which needs its flow control answered."""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ejs = ec.jetstream()
+        await ejs.add_stream(name="ESTREAM", subjects=["e.>"])
+        await publish_all(ejs, publishes(1, 6))
+        cfg = {"deliver_subject": "dlv.a", "ack_policy": "none", "max_deliver": 1, "idle_heartbeat": 400_000_000,
+               "flow_control": True, "filter_subject": "e.one.>", "inactive_threshold": 10_000_000_000,
+               "direct": True}
+        r = await hc.request(f"{EDGE_API}.CONSUMER.CREATE.ESTREAM", json.dumps(
+            {"stream_name": "ESTREAM", "config": cfg}).encode(), timeout=5)
+        created = json.loads(r.data)
+        await asyncio.sleep(0.5)  # nothing may be sent before the hub's interest in dlv.a has come
+        got: list[Any] = []
+
+        async def on_a(m: Any) -> None:
+            got.append(m)
+
+        sub = await hc.subscribe("dlv.a", cb=on_a)
+        await asyncio.sleep(1.2)
+        await sub.unsubscribe()
+        out: dict[str, Any] = {"created": (created["delivered"], created["config"]["deliver_subject"])}
+        out["a"] = [_delivery(m) for m in got][:5]  # three messages, then heartbeats
+        # a backlog larger than the first flow control window (2 MiB): the client answers each request
+        await ejs.add_stream(name="BIG", subjects=["big"])
+        chunk = b"x" * 65536
+        for _ in range(48):
+            await ejs.publish("big", chunk)
+        big: list[Any] = []
+        done = asyncio.Event()
+
+        async def on_big(m: Any) -> None:
+            big.append(_delivery(m))
+            if m.reply.startswith("$JS.FC."):
+                await hc.publish(m.reply, b"")
+            if sum(1 for d in big if d[0] == "msg") == 48:
+                done.set()
+
+        await hc.subscribe("dlv.b", cb=on_big)
+        cfg = dict(cfg, deliver_subject="dlv.b")
+        del cfg["filter_subject"]
+        await hc.request(f"{EDGE_API}.CONSUMER.CREATE.BIG", json.dumps(
+            {"stream_name": "BIG", "config": cfg}).encode(), timeout=5)
+        await asyncio.wait_for(done.wait(), 20)
+        msgs = [d for d in big if d[0] == "msg"]
+        out["b"] = ([d[4:6] for d in msgs] == [(str(i), str(i)) for i in range(1, 49)],
+                    sum(1 for d in big if d[0] == "fc"))
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+def test_push_consumer_served_over_the_link(places: dict[str, Place]) -> None:
+    """What a hub's mirror relies on, seen by a hub client: no delivery before its interest arrives, then
+    every message with contiguous consumer sequences and the original subject, idle heartbeats with exact
+    Nats-Last-Consumer / Nats-Last-Stream (past what the filter skips), flow control requests whose answers
+    let a 3 MiB backlog through. The same as from a nats-server leaf."""
+    res = on_both(places, push_over_link)
+    ref = res["nats-server"]
+    assert [d[0] for d in ref["a"]] == ["msg", "msg", "msg", "status", "status"], ref["a"]
+    assert ref["b"][0] and ref["b"][1] > 0, ref["b"]
+    assert res["edged"] == ref
+
+
+def test_drain_waits_for_a_slow_link(start_hub: Callable[..., Hub]) -> None:
+    """A hub that stops reading (SIGSTOP) while four flow-controlled push consumers drain 6 MiB each to
+    it: edged keeps at most about BACKLOG_BYTES queued on the link (its PINGs and interest never wait
+    behind a whole backlog, and the link is not dropped as a slow consumer), and once the hub reads again
+    every message arrives, in order, over the same link."""
+    from edged.leafnode.connection import BACKLOG_BYTES
+    from edged.options import JetStreamConfig
+    from tests.support.leaf import edge, hub_binary, leaf_remote
+
+    hub = start_hub(hub_binary("2.15"), HUB_JS)
+    store = tempfile.mkdtemp(prefix="edgejs-")
+
+    async def main() -> None:
+        async with edge([leaf_remote(hub)], jetstream=JetStreamConfig(enabled=True, store_dir=store,
+                                                                      domain="edge")) as srv:
+            link = srv.leafnodes.links[0]
+            assert await link.wait_connected(5)
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            ec = await nats.connect(f"nats://127.0.0.1:{srv.client_port}")
+            try:
+                await edge_domain_up(hc)
+                ejs = ec.jetstream()
+                await ejs.add_stream(name="BIG", subjects=["big"])
+                got: dict[str, list[int]] = {}
+
+                def on(name: str) -> Callable[[Any], Any]:
+                    async def cb(m: Any) -> None:
+                        if m.reply.startswith("$JS.FC."):
+                            await hc.publish(m.reply, b"")
+                        elif m.reply.startswith("$JS.ACK."):
+                            got[name].append(int(m.reply.split(".")[5]))
+                    return cb
+
+                for i in range(4):
+                    got[f"c{i}"] = []
+                    await hc.subscribe(f"dlv.{i}", cb=on(f"c{i}"))
+                    cfg = {"deliver_subject": f"dlv.{i}", "ack_policy": "none", "idle_heartbeat": 1_000_000_000,
+                           "flow_control": True}
+                    await hc.request(f"{EDGE_API}.CONSUMER.CREATE.BIG", json.dumps(
+                        {"stream_name": "BIG", "config": cfg}).encode(), timeout=5)
+                await hc.flush()
+                await asyncio.sleep(0.3)  # the deliver subjects' interest is at the edge
+                hub.signal(signal.SIGSTOP)
+                try:
+                    chunk = b"x" * 65536
+                    for _ in range(96):
+                        await ejs.publish("big", chunk)
+                    queued = 0
+                    for _ in range(200):
+                        c = link.conn
+                        if c is not None and c.transport is not None:
+                            queued = max(queued, c.pending + c.transport.get_write_buffer_size())
+                        await asyncio.sleep(0.01)
+                finally:
+                    hub.signal(signal.SIGCONT)
+                for _ in range(300):
+                    if all(len(v) == 96 for v in got.values()):
+                        break
+                    await asyncio.sleep(0.05)
+                assert queued <= BACKLOG_BYTES + 2 * 65536 + 4096, queued
+                assert {k: v for k, v in got.items() if v != list(range(1, 97))} == {}
+                assert link.connects == 1 and link.is_connected
+            finally:
+                await ec.close()
+                await hc.close()
+
+    run(main())
