@@ -7,7 +7,7 @@ flow-controlled push consumer (ack none, 1 s heartbeats) through the API prefix,
 an internal subscription of its deliver subject and stores them: a mirror at the origin's sequence and
 time, a source under its own sequences with a `Nats-Stream-Source` header. It answers flow control, and
 recreates the consumer from the next sequence it needs when a heartbeat or a sequence gap shows that it
-missed something, when nothing arrived for 10 s, or when a leafnode link comes up. Attempts are at least
+missed something, when no heartbeat came for 5 s, or when a leafnode link comes up. Attempts are at least
 2 s apart, 10 s more per failure up to 2 min, so an unreachable origin costs one request now and then.
 
 Nothing but the stored messages is kept: a mirror resumes after its last sequence, a source after the
@@ -38,12 +38,16 @@ if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
 
 HEARTBEAT_NS = 1_000_000_000  # sourceHealthHB
-HEALTH_S = 10.0  # sourceHealthCheckInterval: silence that makes a consumer stale, and its inactive_threshold
+HEALTH_S = 10.0  # sourceHealthCheckInterval: the origin consumer's inactive_threshold
+# missed heartbeats that make a consumer stale: 5 of them (nats-server waits 10 s; the origin's consumer
+# lives on for its inactive_threshold either way)
+STALL_S = 5.0
 RETRY_THRESHOLD_S = 2.0  # sourceConsumerRetryThreshold
 RESPONSE_WAIT_S = 30.0  # srcConsumerWaitTime
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
 LINK_GRACE_S = 10.0  # after a link comes up, a request nobody hears yet is retried soon, not counted
-SOURCE_SCAN_LIMIT = 1_000_000  # messages read back at start to find where each source resumes
+SOURCE_SCAN_LIMIT = 1_000_000
+EARLY_MAX = 10_000  # deliveries kept while the create response is on its way  # messages read back at start to find where each source resumes
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _encode = msgspec.json.Encoder().encode
@@ -125,6 +129,9 @@ class SourceSync:
         self.deliver_subs: list[Any] = []
         self._timer: asyncio.TimerHandle | None = None
         self._warned = ""
+        self._early: list[tuple[Any, ...]] = []
+        # a source of a stream that held data but no header of its own at start: from that data's time
+        self.resume_time = ""
 
     # ------------------------------------------------------------------ the origin consumer
 
@@ -146,6 +153,7 @@ class SourceSync:
             self.reply_sub = None
         self.cname = ""
         self.pending = False
+        self._early = []
 
     def close(self) -> None:
         self.closed = True
@@ -240,8 +248,8 @@ class SourceSync:
             return {"deliver_policy": "by_start_sequence", "opt_start_seq": cfg["opt_start_seq"]}
         if cfg.get("opt_start_time"):
             return {"deliver_policy": "by_start_time", "opt_start_time": cfg["opt_start_time"]}
-        if not self.mirror and store.last_seq > 0 and store.last_ts:
-            return {"deliver_policy": "by_start_time", "opt_start_time": rfc3339ns(store.last_ts)}
+        if self.resume_time:
+            return {"deliver_policy": "by_start_time", "opt_start_time": self.resume_time}
         return {"deliver_policy": "all"}
 
     def _failed(self, err: dict[str, Any] | None, why: str) -> None:
@@ -301,9 +309,12 @@ class SourceSync:
                      self.stream.account.name, self.stream.name, self.name)
         self.fails = 0
         self._warned = ""
+        early, self._early = self._early, []
+        for args in early:
+            self._on_deliver(*args)
 
     def check(self, now: float) -> None:
-        """The health check: no answer to a create in time, or nothing heard for 10 s."""
+        """The health check: no answer to a create in time, or no heartbeat for 5 s."""
         if self.closed:
             return
         if self.pending:
@@ -311,13 +322,19 @@ class SourceSync:
                 self.cancel()
                 self._failed(None, "no response to the consumer create request")
             return
-        if self.cname and now - self.heard > HEALTH_S:
+        if self.cname and now - self.heard > STALL_S:
             self.retry()
 
     # ------------------------------------------------------------------ deliveries
 
     def _on_deliver(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         if self.closed or sub not in self.deliver_subs:
+            return
+        if self.pending:
+            # the origin may deliver before its create response arrives (they take different paths
+            # there): kept, and taken once the response names the consumer
+            if len(self._early) < EARLY_MAX:
+                self._early.append((sub, subject, reply, hdr, payload))
             return
         if not payload and hdr and hdr.startswith(b"NATS/1.0 100 "):
             self._control(reply, hdr)
@@ -462,10 +479,10 @@ class StreamSync:
 
     def link_up(self) -> None:
         """A leafnode link came up: every mirror and source not syncing starts over now."""
-        now = time.monotonic()
         for s in self.all():
-            # a consumer still heard from goes on; a gap it left shows in its next heartbeat
-            if not s.active() or now - s.heard > 2.0:
+            # across a link the old consumer may be gone (a restarted hub) or have lost deliveries while
+            # the link was down: start over from the next sequence needed
+            if s.external or not s.active():
                 s.retry(now=True)
 
     async def _tick(self) -> None:
@@ -484,6 +501,9 @@ class StreamSync:
         by_iname = {s.iname: s for s in self.sources}
         left = set(by_iname)
         store = self.stream.store
+        if store.msgs and store.last_ts:
+            for s in self.sources:
+                s.resume_time = rfc3339ns(store.last_ts)
         seq = store.last_seq
         n = 0
         while left and seq >= store.first_seq and seq > 0 and n < SOURCE_SCAN_LIMIT:
@@ -507,6 +527,7 @@ class StreamSync:
                 s.sseq = int(f[1])
             except ValueError:
                 continue
+            s.resume_time = ""
             if len(f) >= 6:
                 s.ident = f[5]
 
