@@ -94,6 +94,18 @@ class JSAccount:
             if (mem if memory else file) + size > acc_max:
                 raise api_error("JSAccountResourcesExceededErr")
 
+    def direct_stream(self, name: str) -> Stream | None:
+        """The stream that answers direct gets for `name`: that stream with `allow_direct`, else a mirror of
+        it with `mirror_direct` (nats-server's mirror joins its origin's direct get group)."""
+        stream = self.streams.get(name)
+        if stream is not None and stream.config.get("allow_direct"):
+            return stream
+        for s in self.streams.values():
+            m = s.config.get("mirror")
+            if m and m.get("name") == name and s.config.get("mirror_direct"):
+                return s
+        return None
+
     def consumer_count(self) -> int:
         return sum(len(s.consumers) for s in self.streams.values())
 

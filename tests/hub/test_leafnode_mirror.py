@@ -303,6 +303,9 @@ def test_kv_mirror_read_while_hub_down(start_hub: Callable[..., Hub],
         assert sorted(await ekv.keys()) == ["mode", "rate"]
         info = await _req(lc, "$JS.API.STREAM.INFO.KV_cfg", {})
         assert info["mirror"]["name"] == "KV_cfg" and info["config"]["mirror_direct"] is True
+        # mirror_direct: the mirror answers direct gets for its origin's name
+        r = await lc.request("$JS.API.DIRECT.GET.KV_cfg.$KV.cfg.rate", b"", timeout=2)
+        assert r.data == b"20" and r.headers["Nats-Sequence"] == "2", (r.data, r.headers)
         await lc.close()
 
     run(main(), timeout=60)
@@ -356,3 +359,37 @@ def test_bad_mirrors_across_the_link(start_hub: Callable[..., Hub],
 async def _with_error(nc: Any, stream: str) -> dict[str, Any] | None:
     info = await _req(nc, f"$JS.API.STREAM.INFO.{stream}", {}, timeout=1)
     return info if info.get("mirror", {}).get("error") else None
+
+
+def test_large_backlog_drains_through_flow_control(start_hub: Callable[..., Hub],
+                                                   start_server: Callable[..., ServerProcess]) -> None:
+    """3 MB of hub messages (past the origin's 2 MiB first flow-control window, so it asks for flow
+    control replies and stalls without them): the mirror and a source both take all of them, in order."""
+    hub = start_hub(hub_binary("2.15"), HUB_JS_CONF)
+    leaf = _leaf(start_server, "edged", hub.leaf_port)
+    n, payload = 3000, b"x" * 1024
+
+    async def main() -> None:
+        hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+        lc = await _connect(leaf)
+        await _req(hc, "$JS.API.STREAM.CREATE.commands", {"name": "commands", "subjects": ["cmd.>"]})
+        js = hc.jetstream()
+        acks = [js.publish(f"cmd.{i % 10}", payload) for i in range(n)]
+        for i in range(0, n, 500):
+            await asyncio.gather(*acks[i:i + 500])
+        await _wait(lambda: _linked(lc), 15, "leaf linked")
+        await _req(lc, "$JS.API.STREAM.CREATE.commands", MIRROR)
+        await _req(lc, "$JS.API.STREAM.CREATE.copy", {"name": "copy", "sources": [
+            {"name": "commands", "external": {"api": "$JS.hub.API", "deliver": ""}}]})
+        m = await _wait(lambda: _count(lc, "commands", n), 30, "mirror drained")
+        s = await _wait(lambda: _count(lc, "copy", n), 30, "source drained")
+        assert m["state"]["last_seq"] == n and m["state"]["messages"] == n
+        assert s["state"]["last_seq"] == n and s["state"]["messages"] == n
+        assert s["sources"][0]["seq"] == n and m["mirror"]["lag"] == 0
+        last = await _req(lc, "$JS.API.STREAM.MSG.GET.copy", {"seq": n})
+        hdrs = base64.b64decode(last["message"]["hdrs"]).decode()
+        assert "Nats-Stream-Source: commands:" in hdrs and f" {n} > > cmd.9" in hdrs, hdrs
+        await lc.close()
+        await hc.close()
+
+    run(main(), timeout=90)
