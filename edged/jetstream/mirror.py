@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.goformat import rfc3339ns
+from edged.goformat import parse_rfc3339, rfc3339ns
 from edged.headers import get_header, make_headers, parse_headers
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
@@ -130,8 +130,6 @@ class SourceSync:
         self._timer: asyncio.TimerHandle | None = None
         self._warned = ""
         self._early: list[tuple[Any, ...]] = []
-        # a source of a stream that held data but no header of its own at start: from that data's time
-        self.resume_time = ""
 
     # ------------------------------------------------------------------ the origin consumer
 
@@ -246,10 +244,21 @@ class SourceSync:
             return {"deliver_policy": "by_start_sequence", "opt_start_seq": self.sseq + 1}
         if cfg.get("opt_start_seq"):
             return {"deliver_policy": "by_start_sequence", "opt_start_seq": cfg["opt_start_seq"]}
-        if cfg.get("opt_start_time"):
-            return {"deliver_policy": "by_start_time", "opt_start_time": cfg["opt_start_time"]}
-        if self.resume_time:
-            return {"deliver_policy": "by_start_time", "opt_start_time": self.resume_time}
+        if self.mirror:
+            if cfg.get("opt_start_time"):
+                return {"deliver_policy": "by_start_time", "opt_start_time": cfg["opt_start_time"]}
+            return {"deliver_policy": "all"}
+        # a source with no position of its own: not before what this stream holds (trySetupSourceConsumer)
+        last = rfc3339ns(store.last_ts) if store.msgs and store.last_ts else ""
+        start = cfg.get("opt_start_time")
+        if start:
+            try:
+                later = bool(last) and parse_rfc3339(start) < store.last_ts
+            except ValueError:
+                later = False
+            return {"deliver_policy": "by_start_time", "opt_start_time": last if later else start}
+        if store.first_seq > 1 and last:
+            return {"deliver_policy": "by_start_time", "opt_start_time": last}
         return {"deliver_policy": "all"}
 
     def _failed(self, err: dict[str, Any] | None, why: str) -> None:
@@ -501,9 +510,6 @@ class StreamSync:
         by_iname = {s.iname: s for s in self.sources}
         left = set(by_iname)
         store = self.stream.store
-        if store.msgs and store.last_ts:
-            for s in self.sources:
-                s.resume_time = rfc3339ns(store.last_ts)
         seq = store.last_seq
         n = 0
         while left and seq >= store.first_seq and seq > 0 and n < SOURCE_SCAN_LIMIT:
@@ -527,7 +533,6 @@ class StreamSync:
                 s.sseq = int(f[1])
             except ValueError:
                 continue
-            s.resume_time = ""
             if len(f) >= 6:
                 s.ident = f[5]
 
