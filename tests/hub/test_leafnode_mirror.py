@@ -181,7 +181,7 @@ def test_mirror_and_sources_from_hub_same_as_nats_server_leaf(
 # ---------------------------------------------------------------------------------- outages
 
 
-@pytest.mark.parametrize("outage", ["hub-stopped", "link-cut", "edged-killed"])
+@pytest.mark.parametrize("outage", ["hub-stopped", "hub-killed", "link-cut", "edged-killed"])
 def test_mirror_resyncs_after_outage(outage: str, start_hub: Callable[..., Hub],
                                      start_server: Callable[..., ServerProcess]) -> None:
     """A device keeps reading and acking the mirrored commands while the hub is unreachable; when the link
@@ -211,6 +211,8 @@ def test_mirror_resyncs_after_outage(outage: str, start_hub: Callable[..., Hub],
             # the outage
             if outage == "hub-stopped":
                 hub.stop()
+            elif outage == "hub-killed":
+                hub.kill9()
             elif outage == "link-cut":
                 proxy.block()
             else:
@@ -232,7 +234,8 @@ def test_mirror_resyncs_after_outage(outage: str, start_hub: Callable[..., Hub],
             await local.unsubscribe()
             if outage == "link-cut":
                 await _publish_commands(hc, 5, 5)  # the hub keeps taking commands
-            if outage == "hub-stopped":
+            if outage in ("hub-stopped", "hub-killed"):
+                hub.stop()  # (closes the log of a killed one)
                 hub.start()
                 await _wait(lambda: _hub_js_up(hc), 15, "hub JetStream back")
                 await _publish_commands(hc, 5, 5)
