@@ -475,9 +475,11 @@ class StreamSync:
     def start(self) -> None:
         if self.sources:
             self._resume_sources()
+        loop = asyncio.get_running_loop()
+        # on the next turn: at start, after every stream is restored (a local origin may come later)
         for s in self.all():
-            s.setup()
-        self._task = asyncio.get_running_loop().create_task(self._tick())
+            s.schedule(0)
+        self._task = loop.create_task(self._tick())
 
     def stop(self) -> None:
         if self._task is not None:

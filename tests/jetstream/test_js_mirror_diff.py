@@ -180,6 +180,12 @@ def test_mirror_of_missing_stream_reports_the_error(start_server: Any) -> None:
                 creates.append(m.subject)
             spy = await nc.subscribe("$JS.API.CONSUMER.CREATE.>", cb=seen)
             r = await _req(nc, "$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": {"name": "NOPE"}})
+            assert r["mirror"] == {"name": "NOPE", "lag": 0, "active": -1}  # as nats-server: not tried yet
+            for _ in range(100):
+                r = await _req(nc, "$JS.API.STREAM.INFO.M", {})
+                if "error" in r["mirror"]:
+                    break
+                await asyncio.sleep(0.02)
             assert r["mirror"]["error"] == {"code": 404, "err_code": 10059, "description": "stream not found"}
             await _req(nc, "$JS.API.STREAM.CREATE.NOPE", {"name": "NOPE", "subjects": ["n"]})
             await nc.jetstream().publish("n", b"1")
