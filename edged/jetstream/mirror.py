@@ -197,6 +197,9 @@ class SourceSync:
         if wait > 0:
             self.schedule(wait)
             return
+        if self._timer is not None:  # an attempt scheduled earlier is this one
+            self._timer.cancel()
+            self._timer = None
         self.cancel()
         ic = self._ic
         now = time.monotonic()
@@ -282,6 +285,8 @@ class SourceSync:
             resp = _decode(payload)
         except Exception:
             resp = {}
+        if not isinstance(resp, dict):
+            resp = {}
         err = resp.get("error")
         info_cfg = resp.get("config")
         if err or not isinstance(info_cfg, dict) or not resp.get("name"):
@@ -305,9 +310,13 @@ class SourceSync:
         else:
             ident = get_header(hdr, "Nats-Stream-Identity") or "" if hdr else ""
             if ident and self.ident and ident != self.ident:
+                # the origin stream was deleted and created again: its sequences start over
                 log.warning("JetStream source stream '%s' for stream '%s > %s' was recreated, resetting source "
                             "state", self.name, self.stream.account.name, self.stream.name)
                 self.sseq = 0
+                self.ident = ident
+                self.retry()
+                return
             self.ident = ident
             self.sseq = max(self.sseq, delivered)
         self.dseq = 0
