@@ -396,3 +396,36 @@ def test_large_backlog_drains_through_flow_control(start_hub: Callable[..., Hub]
         await hc.close()
 
     run(main(), timeout=90)
+
+
+def test_source_follows_a_recreated_origin(start_hub: Callable[..., Hub],
+                                           start_server: Callable[..., ServerProcess]) -> None:
+    """The hub's stream is deleted and created again: its sequences start over, and a 2.15 hub says so
+    with a new `Nats-Stream-Identity`; the source takes the new stream from its start instead of waiting
+    for it to pass the old sequences."""
+    hub = start_hub(hub_binary("2.15"), HUB_JS_CONF)
+    leaf = _leaf(start_server, "edged", hub.leaf_port)
+
+    async def main() -> None:
+        hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+        lc = await _connect(leaf)
+        js = hc.jetstream()
+        await _req(hc, "$JS.API.STREAM.CREATE.tele", {"name": "tele", "subjects": ["t.>"]})
+        for i in range(3):
+            await js.publish("t.a", b"old %d" % i)
+        await _wait(lambda: _linked(lc), 15, "leaf linked")
+        await _req(lc, "$JS.API.STREAM.CREATE.agg", {"name": "agg", "sources": [
+            {"name": "tele", "external": {"api": "$JS.hub.API", "deliver": ""}}]})
+        await _wait(lambda: _count(lc, "agg", 3), 10, "sourced")
+        await _req(hc, "$JS.API.STREAM.DELETE.tele", {})
+        await _req(hc, "$JS.API.STREAM.CREATE.tele", {"name": "tele", "subjects": ["t.>"]})
+        for i in range(2):
+            await js.publish("t.a", b"new %d" % i)
+        info = await _wait(lambda: _count(lc, "agg", 5), 20, "new origin sourced")
+        msgs = await _msgs(lc, "agg", 1, 5)
+        assert [m[2] for m in msgs] == [b"old 0", b"old 1", b"old 2", b"new 0", b"new 1"]
+        assert info["sources"][0]["seq"] == 2
+        await lc.close()
+        await hc.close()
+
+    run(main(), timeout=60)
