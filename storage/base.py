@@ -443,6 +443,21 @@ class Stream(ABC):
             return 0
         return self._remove_metas(metas, True)
 
+    def skip_to(self, seq: int) -> None:
+        """The next append gets `seq`: a mirror keeps its origin's sequences, so the origin's gaps (deleted
+        or expired messages) become interior deletes here; an empty stream moves its front instead."""
+        self._check()
+        if seq <= self.last_seq + 1:
+            return
+        if self.msgs == 0:
+            self._purge_all(seq)
+            return
+        self.last_seq = seq - 1
+        self._persist_skip()
+
+    def _persist_skip(self) -> None:  # noqa: B027 - a backend without a stream row needs nothing
+        """The last sequence moved past the last row: make it stick (the memory backend keeps it as is)."""
+
     def _advance_first_from(self, seq: int) -> None:
         for m in self._scan(seq, self.last_seq, compile_filter(None), False, False):
             self.first_seq = m.seq

@@ -538,6 +538,11 @@ class SQLiteStream(Stream):
             b.touched[self._sid] = self
             b.meta_needed.add(self._sid)
 
+    def _persist_skip(self) -> None:
+        b = self._store._batch()
+        b.touched[self._sid] = self
+        b.meta_needed.add(self._sid)
+
     def _expired_metas(self, now_ns: int) -> list[Meta]:
         out: list[Meta] = []
         plo = self._pend_lo

@@ -14,6 +14,7 @@ import msgspec
 
 from edged.jetstream.consumer import Consumer
 from edged.jetstream.errors import api_error
+from edged.jetstream.mirror import StreamSync
 from edged.jetstream.stream import Stream, check_update
 from edged.log import log
 from edged.subjects import subject_matches, subjects_overlap
@@ -93,6 +94,18 @@ class JSAccount:
             if (mem if memory else file) + size > acc_max:
                 raise api_error("JSAccountResourcesExceededErr")
 
+    def direct_stream(self, name: str) -> Stream | None:
+        """The stream that answers direct gets for `name`: that stream with `allow_direct`, else a mirror of
+        it with `mirror_direct` (nats-server's mirror joins its origin's direct get group)."""
+        stream = self.streams.get(name)
+        if stream is not None and stream.config.get("allow_direct"):
+            return stream
+        for s in self.streams.values():
+            m = s.config.get("mirror")
+            if m and m.get("name") == name and s.config.get("mirror_direct"):
+                return s
+        return None
+
     def consumer_count(self) -> int:
         return sum(len(s.consumers) for s in self.streams.values())
 
@@ -114,6 +127,7 @@ class JSAccount:
             stream.rebuild_dedupe()
         self.streams[stream.name] = stream
         stream.subscribe()
+        _start_sync(stream)
         return stream
 
     def restore_stream(self, st: StoreStream) -> None:
@@ -171,11 +185,17 @@ class JSAccount:
         self._check_max_bytes_required(cfg)
         self._check_stream_limits(cfg, name, creating=False, old_max_bytes=stream.config["max_bytes"])
         self._check_overlap(cfg, skip=name)
-        old_subjects = stream.config["subjects"]
+        old_subjects = stream.config.get("subjects", [])
+        old_sync = (stream.config.get("mirror"), stream.config.get("sources"))
         stream.config = cfg
         stream._apply_config()
         await stream.store.update_config(_encode(cfg))
-        if old_subjects != cfg["subjects"]:
+        if old_sync != (cfg.get("mirror"), cfg.get("sources")):
+            if stream.sync is not None:
+                stream.sync.stop()
+                stream.sync = None
+            _start_sync(stream)
+        if old_subjects != cfg.get("subjects", []):
             stream.unsubscribe()
             stream.subscribe()
         stream.enforce_limits()
@@ -205,8 +225,8 @@ class JSAccount:
         for other in self.streams.values():
             if other.name == skip:
                 continue
-            for a in cfg["subjects"]:
-                for b in other.config["subjects"]:
+            for a in cfg.get("subjects", []):
+                for b in other.config.get("subjects", []):
                     if subjects_overlap(a, b):
                         raise api_error("JSStreamSubjectOverlapErr")
 
@@ -255,10 +275,20 @@ async def _close(stream: Stream, deleted: bool) -> None:
     delete advisory."""
     stream.closed = True
     stream.unsubscribe()
+    if stream.sync is not None:
+        stream.sync.stop()
+        stream.sync = None
     for c in list(stream.consumers.values()):
         await c.stop(deleted=deleted)
         if deleted:
             c.delete_advisory()
+
+
+def _start_sync(stream: Stream) -> None:
+    """A mirror, or a stream with sources, starts taking its origins' messages."""
+    if stream.config.get("mirror") or stream.config.get("sources"):
+        stream.sync = StreamSync(stream)
+        stream.sync.start()
 
 
 def _restore_consumer(stream: Stream, name: str, config: bytes, state: bytes) -> None:

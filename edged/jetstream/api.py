@@ -156,7 +156,7 @@ def _streams_page(req: ApiRequest, struct: str) -> tuple[list[Stream], int, int]
     flt = body.get("subject") or ""
     streams = sorted(req.jsa.streams.values(), key=lambda s: s.name)
     if flt:
-        streams = [s for s in streams if any(subjects_overlap(flt, x) for x in s.config["subjects"])]
+        streams = [s for s in streams if any(subjects_overlap(flt, x) for x in s.config.get("subjects", []))]
     return streams, min(offset, len(streams)), len(streams)
 
 

@@ -103,8 +103,8 @@ def _get_request(data: bytes) -> dict[str, Any]:
 def direct_get(req: ApiRequest) -> None:
     """Answer a direct get; the stream only listens when `allow_direct` is on (else no responders)."""
     assert req.jsa is not None
-    stream = req.jsa.streams.get(req.tokens[0])
-    if stream is None or not stream.config.get("allow_direct"):
+    stream = req.jsa.direct_stream(req.tokens[0])
+    if stream is None:
         return None
     ic = req.jsa.internal
     reply = req.reply

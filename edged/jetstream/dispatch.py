@@ -160,8 +160,7 @@ class Dispatcher:
         if tokens[0] == "DIRECT":
             if len(tokens) < 3 or tokens[1] != "GET":
                 return False
-            stream = jsa.streams.get(tokens[2])
-            return stream is not None and bool(stream.config.get("allow_direct"))
+            return jsa.direct_stream(tokens[2]) is not None
         if len(tokens) != 5:
             return False
         stream = jsa.streams.get(tokens[3])

@@ -61,6 +61,7 @@ class JetStream:
         self.ticker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.started = 0.0
+        self.link_up_at = 0.0  # monotonic time a leafnode link last came up (mirror.py)
         self.space = Space(self.store_dir, cfg.max_memory_store, cfg.max_file_store, self.accounts)
         self.pubacks = PubAcks(server, self.space, cfg.domain, cfg.sync_interval)
         self.dispatch = Dispatcher(self)
@@ -77,7 +78,13 @@ class JetStream:
         return name in self.accounts
 
     def leafnode_connected(self, account_name: str) -> None:
-        """Mirrors and sources re-check their links here once they exist."""
+        """A leafnode link came up: mirrors and sources start over now rather than at their next retry
+        (nats-server's checkInternalSyncConsumers), which is what resyncs them within a second or two."""
+        self.link_up_at = time.monotonic()
+        for jsa in self.accounts.values():
+            for s in jsa.streams.values():
+                if s.sync is not None:
+                    s.sync.link_up()
 
     def store_for(self, storage: str) -> Any:
         return self.mem_store if storage == "memory" else self.file_store

@@ -8,6 +8,7 @@ future that the whole group-commit batch shares, so acks are sent once per SQLit
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -108,8 +109,6 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         raise api_error("JSReplicasCountCannotBeNegative")
     if replicas > 1:
         raise api_error("JSStreamReplicasNotSupportedErr")
-    if req.get("mirror") or req.get("sources"):
-        raise _invalid("stream mirrors and sources are not supported by edged yet")
     for key, what in _NOT_SUPPORTED:
         if req.get(key):
             raise _invalid(f"{what} ({key}) are not supported by edged")
@@ -129,7 +128,7 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     if 0 < max_age < NS // 10:
         raise _invalid("max age needs to be >= 100ms")
     dup = _int(req, "duplicate_window", 0)
-    if dup == 0:
+    if dup == 0 and not req.get("mirror") and not req.get("sources"):
         dup = min(DEFAULT_DUPLICATE_WINDOW, max_age) if max_age else DEFAULT_DUPLICATE_WINDOW
     if dup < 0:
         raise _invalid("duplicates window can not be negative")
@@ -148,9 +147,12 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
             raise _invalid("discard new per subject requires discard new policy to be set")
         if max_per <= 0:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
+    mirror, sources = _sync_config(req, name)
     subjects = req.get("subjects")
-    if subjects is None or subjects == []:
+    if (subjects is None or subjects == []) and mirror is None and not sources:
         subjects = [name]
+    elif subjects is None:
+        subjects = []
     if not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects):
         raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal subjects")
     no_ack = bool(req.get("no_ack"))
@@ -194,12 +196,21 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     cfg: dict[str, Any] = {"name": name}
     if desc:
         cfg["description"] = desc
+    if subjects:  # a mirror's and a sourcing stream's may be empty: then omitted, as by nats-server
+        cfg["subjects"] = subjects
     cfg.update({
-        "subjects": subjects, "retention": retention, "max_consumers": lim("max_consumers"),
+        "retention": retention, "max_consumers": lim("max_consumers"),
         "max_msgs": lim("max_msgs"), "max_bytes": lim("max_bytes"), "max_age": max_age,
         "max_msgs_per_subject": max_per, "max_msg_size": lim("max_msg_size"), "discard": discard,
-        "storage": storage, "num_replicas": 1, "duplicate_window": dup, "compression": compression,
+        "storage": storage, "num_replicas": 1,
     })
+    if dup:  # a mirror's or a source's stream has none unless set (nats-server leaves it 0, omitted)
+        cfg["duplicate_window"] = dup
+    cfg["compression"] = compression
+    if mirror is not None:
+        cfg["mirror"] = mirror
+    if sources:
+        cfg["sources"] = sources
     if first_seq:
         cfg["first_seq"] = first_seq
     if placement:
@@ -230,8 +241,138 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     return cfg
 
 
+def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The `mirror` and `sources` of a stream config, checked in nats-server's order (checkStreamCfg) and
+    as it reports them (empty fields left out)."""
+    mirror = req.get("mirror") or None
+    sources = req.get("sources") or []
+    if mirror is not None and not isinstance(mirror, dict) or not isinstance(sources, list):
+        raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal mirror or sources")
+    for key, what in (("consumer", "durable sourcing consumers"),):
+        if (mirror and mirror.get(key)) or any(isinstance(s, dict) and s.get(key) for s in sources):
+            raise _invalid(f"{what} (consumer) are not supported by edged")
+    prefixes: list[str] = []
+    apis: list[str] = []
+    out_mirror = None
+    if mirror is not None:
+        if _int(req, "first_seq", 0) > 0:
+            raise api_error("JSMirrorWithFirstSeqErr")
+        if req.get("subjects"):
+            raise api_error("JSMirrorWithSubjectsErr")
+        if sources:
+            raise api_error("JSMirrorWithSourcesErr")
+        trs = mirror.get("subject_transforms") or []
+        if mirror.get("filter_subject") and trs:
+            raise api_error("JSMirrorMultipleFiltersNotAllowed")
+        for i, tr in enumerate(trs):
+            src = tr.get("src") or ""
+            if src and not is_valid_subject(src):
+                raise api_error("JSMirrorInvalidSubjectFilter", err=f"invalid subject {src}")
+            dest = tr.get("dest") or ""
+            if dest and not is_valid_subject(dest):
+                raise api_error("JSMirrorInvalidTransformDestination", err="invalid subject")
+            for j, other in enumerate(trs):
+                if i != j and subjects_overlap(src or ">", other.get("src") or ">"):
+                    raise api_error("JSMirrorOverlappingSubjectFilters")
+        ext = mirror.get("external")
+        if not ext:
+            if not valid_asset_name(mirror.get("name")):
+                raise api_error("JSMirrorInvalidStreamName")
+            if mirror.get("name") == name:
+                raise _invalid("detected cycle")
+        else:
+            prefixes.append(ext.get("deliver") or "")
+            apis.append(ext.get("api") or "")
+        out_mirror = source_dict(mirror)
+    out_sources: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for src_cfg in sources:
+        if not isinstance(src_cfg, dict) or not valid_asset_name(src_cfg.get("name")):
+            raise api_error("JSSourceInvalidStreamName")
+        d = source_dict(src_cfg)
+        iname = index_name(d)
+        if iname in seen:
+            raise api_error("JSSourceDuplicateDetected")
+        seen.add(iname)
+        trs = d.get("subject_transforms") or []
+        if d.get("filter_subject") and trs:
+            raise api_error("JSSourceMultipleFiltersNotAllowed")
+        for tr in trs:
+            if tr["src"] and not is_valid_subject(tr["src"]):
+                raise api_error("JSSourceInvalidSubjectFilter", err=f"invalid subject {tr['src']}")
+            if tr["dest"] and not is_valid_subject(tr["dest"]):
+                raise api_error("JSSourceInvalidTransformDestination", err="invalid subject")
+        for i, tr in enumerate(trs):
+            for j, other in enumerate(trs):
+                if i != j and subject_is_subset(tr["src"] or ">", other["src"] or ">"):
+                    raise api_error("JSSourceOverlappingSubjectFilters")
+        ext = d.get("external")
+        if ext:
+            prefixes.append(ext["deliver"])
+            apis.append(ext["api"])
+        elif d["name"] == name:
+            raise _invalid("detected cycle")
+        out_sources.append(d)
+    for pfx in prefixes:
+        if pfx and (not is_valid_literal_subject(pfx)):
+            raise api_error("JSStreamInvalidExternalDeliverySubjErrF", prefix=pfx)
+    for api in apis:
+        if api and not is_valid_literal_subject(api):
+            raise _invalid(f"stream external api prefix {go_quote(api)} must be a valid subject without wildcards")
+        if api and subjects_overlap(api, "$JS.API"):
+            raise api_error("JSStreamExternalApiOverlapErrF", prefix=api, subject="$JS.API")
+    return out_mirror, out_sources
+
+
+def source_dict(src: dict[str, Any]) -> dict[str, Any]:
+    """A StreamSource as nats-server reports it: name, opt_start_seq, opt_start_time, filter_subject,
+    subject_transforms, external {api, deliver}; empty ones left out."""
+    d: dict[str, Any] = {"name": src.get("name")}
+    if src.get("opt_start_seq"):
+        d["opt_start_seq"] = _int(src, "opt_start_seq", 0)
+    if src.get("opt_start_time"):
+        d["opt_start_time"] = src["opt_start_time"]
+    if src.get("filter_subject"):
+        d["filter_subject"] = src["filter_subject"]
+    if src.get("subject_transforms"):
+        d["subject_transforms"] = [{"src": t.get("src") or "", "dest": t.get("dest") or ""}
+                                   for t in src["subject_transforms"]]
+    ext = src.get("external")
+    if ext:
+        api = (ext.get("api") or "").replace("..", ".")
+        d["external"] = {"api": api, "deliver": ext.get("deliver") or ""}
+    return d
+
+
+def index_name(src: dict[str, Any]) -> str:
+    """nats-server's composeIName: `<stream>[:<hash of the api prefix>] <filters> <destinations>`, the key
+    of a source in its `Nats-Stream-Source` header."""
+    iname = src["name"]
+    ext = src.get("external")
+    if ext:
+        iname += ":" + go_hash(ext["api"])
+    trs = src.get("subject_transforms")
+    if trs:
+        filt = "\f".join(t["src"] or ">" for t in trs)
+        dest = "\f".join(t["dest"] or ">" for t in trs)
+    else:
+        filt, dest = src.get("filter_subject") or ">", ">"
+    return f"{iname} {filt} {dest}"
+
+
+_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def go_hash(text: str) -> str:
+    """nats-server's getHash: the first 8 bytes of SHA-256, each as a base62 digit."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return "".join(_B62[b % 62] for b in digest[:8])
+
+
 def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
     """nats-server's rules for what a STREAM.UPDATE may change."""
+    if new.get("mirror") is not None and new.get("mirror") != old.get("mirror"):
+        raise api_error("JSStreamMirrorNotUpdatableErr")
     if new["name"] != old["name"]:
         raise _invalid("stream configuration name must match original")
     if new["storage"] != old["storage"]:
@@ -324,6 +465,7 @@ class Stream:
         self.limits_epoch = store.epoch
         self.last_msg_id = ""
         self.closed = False
+        self.sync: Any = None  # mirror.StreamSync of a mirror or a stream with sources
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -339,7 +481,7 @@ class Stream:
         self.max_msg_size = c["max_msg_size"]
         self.discard_new = c["discard"] == "new"
         self.dnps = bool(c.get("discard_new_per_subject"))
-        self.dup_window = c["duplicate_window"]
+        self.dup_window = c.get("duplicate_window", 0)
         self.sealed = bool(c.get("sealed"))
         self.no_ack = bool(c.get("no_ack"))
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
@@ -351,7 +493,7 @@ class Stream:
 
     def subscribe(self) -> None:
         ic = self.jsa.internal
-        for s in self.config["subjects"]:
+        for s in self.config.get("subjects", []):
             self.subs.append(ic.subscribe(s, self._on_msg, replies=self._on_msgs))
 
     def unsubscribe(self) -> None:
@@ -547,6 +689,51 @@ class Stream:
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+
+    def store_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int = 0, msg_id: str = "") -> None:
+        """A message its mirror or source brought (mirror.py): a mirror's at the origin's sequence `seq`
+        and time `ts`, the sequences between left as deleted ones; a source's under the next sequence,
+        skipped when its `msg_id` was seen within the duplicate window. This stream's limits apply, no
+        PubAck goes out. A mirror's sequence at or below the last one raises ValueError."""
+        if self.closed:
+            raise StoreError(f"stream {self.name} is closed")
+        store = self.store
+        if msg_id and self.dup_window:
+            prev = self.dedupe.get(msg_id)
+            if prev is not None and time.time_ns() - prev[1] < self.dup_window:
+                return
+        if seq and seq <= store.last_seq:
+            raise ValueError(f"sequence {seq} is not past the last one ({store.last_seq})")
+        size = store.msg_size(subject, hdr, payload)
+        self._check_room(size)
+        if self.discard_new:
+            self._discard_new(subject, size, False)
+        if seq:
+            store.skip_to(seq)
+        try:
+            seq, ts, _ = store.append(subject, hdr, payload, ts, 0, size)
+        except StoreFullError as e:
+            raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
+        if msg_id and self.dup_window:
+            self.dedupe[msg_id] = (seq, ts)
+        removed = 0
+        trimmed: list[Any] = []
+        if self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
+            removed += store.trim_subject(subject, self.max_per)
+            trimmed = store.last_removed
+        if not self.discard_new:
+            if self.max_msgs > 0 and store.msgs > self.max_msgs:
+                removed += store.trim_msgs(self.max_msgs)
+            if self.max_bytes > 0 and store.bytes > self.max_bytes:
+                removed += store.trim_bytes(self.max_bytes)
+        if removed:
+            self.notify_removed(seqs=[m.seq for m in trimmed])
+        for c in self.consumers.values():
+            c.on_msg(seq, subject)
+        if self.republish is not None:
+            self._republish(subject, seq, ts, hdr, payload)
+        if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
+            store.delete(seq)
 
     def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
         src, dest, headers_only = self.republish  # type: ignore[misc]
@@ -761,6 +948,8 @@ class Stream:
             d["domain"] = self.js.domain
         if cluster:
             d["cluster"] = {"leader": self.js.server.server_name}
+        if self.sync is not None:
+            d.update(self.sync.info())
         d["ts"] = rfc3339ns(time.time_ns())
         return d
 

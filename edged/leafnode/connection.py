@@ -402,9 +402,17 @@ class LeafConnection(Connection):
                 payload: bytes) -> None:
         self.in_msgs += 1
         self.in_bytes += len(payload) if hdr is None else len(payload) + len(hdr)
+        deliver = ""
         if reply_b and reply_b.startswith(b"$JS.ACK."):
+            # a push delivery: it goes to the deliver subject's subscribers (the wire subject), carrying
+            # the original subject (after the reply's '@'), as nats-server routes it
+            wire = subject_b
             subject_b, reply_b = decode_ack_reply(subject_b, reply_b)
-        if subject_b.startswith(self._in_special):
+            if subject_b is not wire:
+                deliver = wire.decode("utf-8", "surrogateescape")
+        if deliver:
+            subject = deliver
+        elif subject_b.startswith(self._in_special):
             if subject_b.startswith(LOCAL_ONLY_PREFIXES):
                 return
             # the hub asks edged's domain: answer as local $JS.API unless something local listens on it as is
