@@ -134,6 +134,8 @@ class Account:
         self.interest_listeners: list[Callable[[Subscription, bool], None]] = []
         self.claims: dict | None = None  # operator mode: decoded account JWT
         self._internal: InternalClient | None = None
+        # imports, exports and mappings (edged/imports.py AccountLinks); None for an account with none
+        self.links: Any = None
 
     @property
     def internal(self) -> InternalClient:
@@ -145,12 +147,16 @@ class Account:
         self.sublist.insert(sub)
         for f in self.interest_listeners:
             f(sub, True)
+        if self.links is not None:
+            self.links.subscribed(sub)  # stream imports: shadow subscriptions in the exporters
 
     def unsubscribe(self, sub: Subscription) -> None:
         if self.sublist.remove(sub):
             sub.closed = True
             for f in self.interest_listeners:
                 f(sub, False)
+            if self.links is not None:
+                self.links.unsubscribed(sub)
 
     def route(
         self,
