@@ -88,20 +88,24 @@ def _placeholders(dest: str) -> list[int]:
 
 
 def _check_transform(src: str, dest: str, strict: bool) -> str | None:
-    """Why src -> dest is not a mapping nats-server accepts (None when it is)."""
-    if not is_valid_subject(dest):
-        return "invalid mapping destination: invalid subject"
-    try:
-        used = _placeholders(dest)
-    except ValueError as e:
-        return str(e)
+    """Why src -> dest is not a mapping nats-server accepts (None when it is; subject_transform.go
+    NewSubjectTransformWithStrict, its messages)."""
+    if not is_valid_subject(dest) or "*" in dest.split(".") or \
+            (src.split(".")[-1] == ">") != (dest.split(".")[-1] == ">"):
+        return "invalid subject"
     nw = sum(1 for t in src.split(".") if t == "*")
-    if any(n < 1 or n > nw for n in used):
-        return "invalid mapping destination: wildcard index out of range"
-    if src.split(".")[-1] == ">" and dest.split(".")[-1] != ">":
-        return "invalid mapping destination: full wildcard not used"
-    if strict and set(used) != set(range(1, nw + 1)):
-        return f"invalid mapping destination: not using all of the token wildcard(s) in {src}"
+    used: list[int] = []
+    for t in dest.split("."):
+        try:
+            n = _placeholders(t)
+        except ValueError as e:
+            return str(e)
+        for i in n:
+            if i > nw or i < 1:
+                return f"invalid mapping destination: wildcard index out of range in {t}" + (f": [{i}]" if nw else "")
+        used += n
+    if strict and nw and len(used) < nw:
+        return f"invalid mapping destination: not using all of the token wildcard(s) in {dest}"
     return None
 
 
@@ -158,7 +162,7 @@ def check_config(opts: Options) -> list[str]:
                 out.append(f'Error adding stream import "{si.subject}": stream import prefix can not contain '
                            "wildcard tokens")
             elif si.to and not is_literal(si.subject) and si.to != si.subject:
-                why = _check_transform(si.subject, _tokenize(si.to), False)
+                why = _check_transform(si.subject, _tokenize(si.to), True)
                 if why:
                     out.append(f'Error adding stream import "{si.subject}": failed to create mapping transform '
                                f'for stream import subject from "{si.subject}" to "{si.to}": {why}')
@@ -171,7 +175,7 @@ def check_config(opts: Options) -> list[str]:
                 out.append(f'Error adding service import "{sv.subject}": service import not authorized')
                 continue
             if sv.to and not is_literal(sv.subject) and sv.to != sv.subject:
-                why = _check_transform(sv.to, _tokenize(sv.subject), True)
+                why = _check_transform(sv.subject, _tokenize(sv.to), True)
                 if why:
                     out.append(f'Error adding service import "{sv.subject}": failed to create mapping transform '
                                f'for service import subject from "{sv.to}" to "{sv.subject}": {why}')
