@@ -319,7 +319,14 @@ class Responses(Receiver):
         self.links = links
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
-        key = subject.decode("utf-8", "surrogateescape")
+        reading = self.links.account.reading
+        key = reading.matched
+        framed: bytes | None = None
+        if key is None:
+            key = subject.decode("utf-8", "surrogateescape")
+        else:  # a JetStream delivery from a leafnode: it keeps its original subject to the requester
+            framed = subject
+            reading.matched = None
         r = self.links.responses.get(key)
         if r is None:
             return
@@ -330,7 +337,9 @@ class Responses(Receiver):
             else:  # a response that asks for an answer of its own: tracked the other way
                 nrr = ex_links(r.dest).new_reply(self.links.account, reply.decode("utf-8", "surrogateescape"),
                                                  SINGLETON, r.threshold).encode()
-        delivered = _route(r.dest, r.to, nrr, hdr, payload, self)
+        delivered = _route(r.dest, r.to, nrr, hdr, payload, self, framed)
+        if framed is not None:
+            reading.matched = key
         if not delivered or r.rt == SINGLETON or (not payload and hdr is None):
             self.links.responses.pop(key, None)
         else:
@@ -340,9 +349,11 @@ class Responses(Receiver):
         return None
 
 
-def _route(acc: Account, subject: str, reply: bytes, hdr: bytes | None, payload: bytes, origin: Any) -> bool:
+def _route(acc: Account, subject: str, reply: bytes, hdr: bytes | None, payload: bytes, origin: Any,
+           framed: bytes | None = None) -> bool:
     """Route into `acc` as an import does: its mappings apply, stream imports are not fed, and a request
-    its only receiver turned down counts as not delivered."""
+    its only receiver turned down counts as not delivered. `framed`: the subject receivers get, when not
+    the one matched (a JetStream delivery)."""
     from edged.accounts import Account
 
     links = acc.links
@@ -350,8 +361,8 @@ def _route(acc: Account, subject: str, reply: bytes, hdr: bytes | None, payload:
         subject = links.mapper.map(subject) or subject
     _chain.append(origin)
     try:
-        delivered = Account.route(acc, subject, subject.encode("utf-8", "surrogateescape"), reply, hdr, payload,
-                                  origin)
+        delivered = Account.route(acc, subject, framed or subject.encode("utf-8", "surrogateescape"), reply, hdr,
+                                  payload, origin)
     finally:
         _chain.pop()
     reading = acc.reading

@@ -403,7 +403,10 @@ class LeafConnection(Connection):
         self.in_msgs += 1
         self.in_bytes += len(payload) if hdr is None else len(payload) + len(hdr)
         if reply_b and reply_b.startswith(b"$JS.ACK."):
-            subject_b, reply_b = decode_ack_reply(subject_b, reply_b)
+            framed, reply_b = decode_ack_reply(subject_b, reply_b)
+            if framed is not subject_b:
+                self._on_js_delivery(subject_b, framed, reply_b, queues, hdr, payload)
+                return
         if subject_b.startswith(self._in_special):
             if subject_b.startswith(LOCAL_ONLY_PREFIXES):
                 return
@@ -418,6 +421,22 @@ class LeafConnection(Connection):
             if di is not None and not di.allows(subject):
                 return
         self.account.route(subject, subject_b, reply_b, hdr, payload, self, queues)
+
+    def _on_js_delivery(self, subject_b: bytes, framed: bytes, reply_b: bytes, queues: tuple[bytes, ...],
+                        hdr: bytes | None, payload: bytes) -> None:
+        """A JetStream delivery (§3.4): matched on its deliver subject, handed to receivers under its original
+        subject, as nats-server does (processMsgResults: pa.deliver); `ReadContext.matched` tells a receiver
+        that needs it (a service import's response route) what it was matched on."""
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is not None and not di.allows(subject):
+            return
+        reading = self.account.reading
+        reading.matched = subject
+        try:
+            self.account.route(subject, framed, reply_b, hdr, payload, self, queues)
+        finally:
+            reading.matched = None
 
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
