@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edged.log import log
@@ -28,7 +27,14 @@ from edged.options import AccountConfig, Export, Mapping, Options
 from edged.options import ServiceImport as ServiceImportConf
 from edged.options import StreamImport as StreamImportConf
 from edged.receiver import KIND_SYSTEM, Receiver, Subscription
-from edged.subjects import SubjectTransform, is_literal, is_valid_subject, subject_is_subset, subjects_overlap
+from edged.subjects import (
+    SubjectTransform,
+    is_literal,
+    is_valid_subject,
+    subject_is_subset,
+    subject_matches,
+    subjects_overlap,
+)
 
 if TYPE_CHECKING:
     from edged.accounts import Account
@@ -225,8 +231,6 @@ class SubjectMapper:
 
     def map(self, subject: str) -> str | None:
         """The mapped subject, or None when no mapping applies (or the pick keeps the subject)."""
-        from edged.subjects import subject_matches
-
         for src, wc, table in self.rules:
             if (src == subject) if not wc else subject_matches(src, subject):
                 if len(table) == 1:
@@ -253,13 +257,44 @@ class Interest(Receiver):
 # ------------------------------------------------------------------------------------------ service imports
 
 
-@dataclass
-class _Response:
-    dest: Account  # where the response goes
-    to: str  # the requester's reply subject there
-    rt: str
-    threshold: float
-    ts: float = field(default_factory=time.monotonic)
+class Response(Receiver):
+    """One tracked reply of an exporter (`_R_.<prefix>.<token>`): the response goes back to the requester's
+    account on its original reply subject; a singleton route ends with its first response, a stream or
+    chunked one with an empty message or its threshold. Its subscription is in the exporter's sublist only
+    (the wildcard `Interest` on `_R_.<prefix>.>` is what a leafnode advertises), so a JetStream delivery,
+    matched on this subject but handed over under its original one, still finds its route."""
+
+    kind = KIND_SYSTEM
+
+    def __init__(self, links: AccountLinks, token: str, dest: Account, to: str, rt: str, threshold: float) -> None:
+        self.links = links
+        self.dest = dest
+        self.to = to
+        self.rt = rt
+        self.threshold = threshold
+        self.ts = time.monotonic()
+        self.sub = Subscription(self, token, None, token)
+        self.token_b = token.encode()
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
+        if sub.closed:
+            return
+        nrr = b""
+        if reply:
+            if reply.startswith(_JS_ACK):
+                nrr = reply
+            else:  # a response that asks for an answer of its own: tracked the other way
+                nrr = ex_links(self.dest).new_reply(self.links.account, reply.decode("utf-8", "surrogateescape"),
+                                                    SINGLETON, self.threshold).encode()
+        framed = None if subject == self.token_b else subject
+        delivered = _route(self.dest, self.to, nrr, hdr, payload, self, framed)
+        if not delivered or self.rt == SINGLETON or (not payload and hdr is None):
+            self.links.drop_reply(self.sub.subject)
+        else:
+            self.ts = time.monotonic()
+
+    def auto_unsubscribe(self, sub: Subscription) -> None:
+        return None
 
 
 class ServiceImport(Receiver):
@@ -300,50 +335,9 @@ class ServiceImport(Receiver):
                 nrr = token.encode()
         delivered = _route(ex, to, nrr, hdr, payload, self)
         if not delivered and token:
-            ex_links(ex).responses.pop(token, None)
+            ex_links(ex).drop_reply(token)
         if not delivered and reply:
             self.links.account.reading.decline(text, reply.decode("utf-8", "surrogateescape"))
-
-    def auto_unsubscribe(self, sub: Subscription) -> None:
-        return None
-
-
-class Responses(Receiver):
-    """The exporter's `_R_.<prefix>.>` subscription: a response goes back to the requester's account on
-    its original reply subject; a singleton route ends with its first response, a stream or chunked one
-    with an empty message or its threshold."""
-
-    kind = KIND_SYSTEM
-
-    def __init__(self, links: AccountLinks) -> None:
-        self.links = links
-
-    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
-        reading = self.links.account.reading
-        key = reading.matched
-        framed: bytes | None = None
-        if key is None:
-            key = subject.decode("utf-8", "surrogateescape")
-        else:  # a JetStream delivery from a leafnode: it keeps its original subject to the requester
-            framed = subject
-            reading.matched = None
-        r = self.links.responses.get(key)
-        if r is None:
-            return
-        nrr = b""
-        if reply:
-            if reply.startswith(_JS_ACK):
-                nrr = reply
-            else:  # a response that asks for an answer of its own: tracked the other way
-                nrr = ex_links(r.dest).new_reply(self.links.account, reply.decode("utf-8", "surrogateescape"),
-                                                 SINGLETON, r.threshold).encode()
-        delivered = _route(r.dest, r.to, nrr, hdr, payload, self, framed)
-        if framed is not None:
-            reading.matched = key
-        if not delivered or r.rt == SINGLETON or (not payload and hdr is None):
-            self.links.responses.pop(key, None)
-        else:
-            r.ts = time.monotonic()
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         return None
@@ -461,7 +455,11 @@ class Shadow(Receiver):
         if orig.closed:
             return
         conn = orig.conn
-        conn.deliver(orig, self.rule.local_subject(subject), reply, hdr, payload)
+        if subject_matches(sub.subject, subject.decode("utf-8", "surrogateescape")):
+            subject = self.rule.local_subject(subject)
+        # else it was matched on another subject than it carries (a JetStream delivery, handed over under
+        # its original subject): nats-server keeps that subject too
+        conn.deliver(orig, subject, reply, hdr, payload)
         if orig.max and orig.delivered >= orig.max:
             conn.auto_unsubscribe(orig)
 
@@ -481,23 +479,30 @@ class AccountLinks:
         self.stream_imports: list[StreamImportRule] = []
         self.shadows: dict[int, list[Subscription]] = {}
         self.own: list[Subscription] = []  # subscriptions made here (service imports, interest, responses)
-        self.responses: dict[str, _Response] = {}
+        self.responses: dict[str, Response] = {}
         self.reply_prefix = ""
         self._pruned = time.monotonic()
 
     # -- replies
     def new_reply(self, dest: Account, to: str, rt: str, threshold: float) -> str:
+        """A `_R_.` reply in this (the exporting) account that routes a response to `to` in `dest`."""
         if not self.reply_prefix:
             self.reply_prefix = f"_R_.{_rand(6)}."
-            self._own(self.reply_prefix + ">", Responses(self))
+            self._own(self.reply_prefix + ">", Interest())
         now = time.monotonic()
         if now - self._pruned > 1.0:
             self._pruned = now
             for k in [k for k, r in self.responses.items() if now - r.ts > r.threshold]:
-                del self.responses[k]
+                self.drop_reply(k)
         token = self.reply_prefix + _rand(6)
-        self.responses[token] = _Response(dest, to, rt, threshold)
+        r = self.responses[token] = Response(self, token, dest, to, rt, threshold)
+        self.account.sublist.insert(r.sub)
         return token
+
+    def drop_reply(self, token: str) -> None:
+        r = self.responses.pop(token, None)
+        if r is not None and self.account.sublist.remove(r.sub):
+            r.sub.closed = True
 
     def _own(self, subject: str, receiver: Receiver) -> None:
         sub = Subscription(receiver, subject, None, f"imp{len(self.own) + 1}")
@@ -506,7 +511,7 @@ class AccountLinks:
 
     # -- stream imports: called by Account.subscribe / unsubscribe
     def subscribed(self, sub: Subscription) -> None:
-        if not self.stream_imports or isinstance(sub.conn, Shadow | ServiceImport | Responses | Interest):
+        if not self.stream_imports or isinstance(sub.conn, Shadow | ServiceImport | Response | Interest):
             return
         made = []
         for rule in self.stream_imports:
@@ -526,6 +531,8 @@ class AccountLinks:
             nsub.conn.rule.exporter.unsubscribe(nsub)  # type: ignore[attr-defined]
 
     def close(self) -> None:
+        for token in list(self.responses):
+            self.drop_reply(token)
         for sub in self.own:
             self.account.unsubscribe(sub)
         self.own.clear()

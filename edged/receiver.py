@@ -116,7 +116,7 @@ class ReadContext:
     read is processed (the store's commit kick), and a request turned down by its only receiver
     (`decline`)."""
 
-    __slots__ = ("active", "origin", "work", "hooks", "declined", "matched")
+    __slots__ = ("active", "origin", "work", "hooks", "declined")
 
     def __init__(self) -> None:
         self.active = False
@@ -124,9 +124,6 @@ class ReadContext:
         self.work: list[Callable[[], None]] = []
         self.hooks: list[Callable[[], None]] = []
         self.declined: tuple[str, str] | None = None
-        # the subject the message being routed was matched on, when receivers get another one (a JetStream
-        # delivery from a leafnode: matched on its deliver subject, framed with its original subject)
-        self.matched: str | None = None
 
     def begin(self, origin: Any) -> None:
         self.active = True

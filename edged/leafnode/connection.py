@@ -424,19 +424,14 @@ class LeafConnection(Connection):
 
     def _on_js_delivery(self, subject_b: bytes, framed: bytes, reply_b: bytes, queues: tuple[bytes, ...],
                         hdr: bytes | None, payload: bytes) -> None:
-        """A JetStream delivery (§3.4): matched on its deliver subject, handed to receivers under its original
-        subject, as nats-server does (processMsgResults: pa.deliver); `ReadContext.matched` tells a receiver
-        that needs it (a service import's response route) what it was matched on."""
+        """A JetStream delivery (§3.4): matched on its deliver subject and handed to receivers under its
+        original subject, as nats-server does (processMsgResults: pa.deliver) and as edged's own consumers
+        deliver."""
         subject = subject_b.decode("utf-8", "surrogateescape")
         di = self._deny_imp
         if di is not None and not di.allows(subject):
             return
-        reading = self.account.reading
-        reading.matched = subject
-        try:
-            self.account.route(subject, framed, reply_b, hdr, payload, self, queues)
-        finally:
-            reading.matched = None
+        self.account.route(subject, framed, reply_b, hdr, payload, self, queues)
 
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
