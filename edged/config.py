@@ -688,6 +688,9 @@ def _exports(cx: _Ctx, m: Any, key: str) -> list[Export]:
         rkey = "response_type" if "response_type" in e else "response" if "response" in e else ""
         ex = Export(stream=stream, service=service, accounts=accounts,
                     response_type=cx.str_(e, rkey) if rkey else "Singleton")
+        for k in ("latency", "account_token_position"):
+            if k in e:
+                cx.warn(e, k, f"export {k} is not supported and is ignored")
         tkey = "response_threshold" if "response_threshold" in e else "threshold" if "threshold" in e else ""
         if tkey:
             try:
