@@ -316,8 +316,7 @@ def _check(cx: _Ctx, conf: Any) -> None:
 
     problems = check_config(o)
     if problems:
-        key = "accounts" if "accounts" in conf else "mappings" if "mappings" in conf else "maps"
-        raise ConfigError.combined([cx.err(conf, key, p) for p in problems])
+        raise ConfigError.combined([cx.err(conf, "accounts", p) for p in problems])
 
 
 # ------------------------------------------------------------------ top level
@@ -704,6 +703,7 @@ def _exports(cx: _Ctx, m: Any, key: str) -> list[Export]:
 def _mappings(cx: _Ctx, m: Any, key: str) -> list[Mapping]:
     """`mappings { src: dest }`, or `src: [{destination: d, weight: 40%}, ...]` (nats-server
     parseAccountMappings); checked further by edged/imports.py."""
+    from edged.imports import mapping_problems
     from edged.subjects import is_valid_subject
 
     b = cx.map_(m, key)
@@ -734,6 +734,7 @@ def _mappings(cx: _Ctx, m: Any, key: str) -> list[Mapping]:
                 cx.warn(d, "cluster", "cluster-scoped mapping destinations never apply on a single server")
                 continue
             mp.dests.append(MapDest(dest, int(ws)))
+        cx.errors += [cx.err(b, src, why) for why in mapping_problems(mp)]
         out.append(mp)
     return out
 

@@ -152,7 +152,7 @@ def _export_auth(exports: list[Export], kind: str, importer: str, subject: str) 
 
 def check_config(opts: Options) -> list[str]:
     """nats-server's errors for imports it refuses (an account nobody defined, a subject the exporter
-    does not export to the importer, a bad prefix or mapping) and for bad mappings."""
+    does not export to the importer, a bad prefix or mapping)."""
     accs = {a.name: a for a in opts.accounts}
     out: list[str] = []
     for a in opts.accounts:
@@ -185,23 +185,22 @@ def check_config(opts: Options) -> list[str]:
                 if why:
                     out.append(f'Error adding service import "{sv.subject}": failed to create mapping transform '
                                f'for service import subject from "{sv.to}" to "{sv.subject}": {why}')
-        out += _check_mappings(a.mappings)
-    return out + _check_mappings(opts.mappings)
+    return out
 
 
-def _check_mappings(mappings: list[Mapping]) -> list[str]:
+def mapping_problems(m: Mapping) -> list[str]:
+    """nats-server's errors for one mapping (a bad destination, weights over 100)."""
     out = []
-    for m in mappings:
-        total = 0
-        for d in m.dests:
-            why = _check_transform(m.src, d.subject, False)
-            if why:
-                out.append(f'Error adding mapping for "{m.src}" to "{d.subject}" : {why}')
-            if d.weight > 100:
-                out.append(f'Error adding mapping for "{m.src}" : individual weights need to be <= 100')
-            total += d.weight
-        if total > 100:
-            out.append(f'Error adding mapping for "{m.src}" : total weight needs to be <= 100')
+    total = 0
+    for d in m.dests:
+        why = _check_transform(m.src, d.subject, False)
+        if why:
+            out.append(f'Error adding mapping for "{m.src}" to "{d.subject}" : {why}')
+        if d.weight > 100:
+            out.append(f'Error adding mapping for "{m.src}" : individual weights need to be <= 100')
+        total += d.weight
+    if total > 100:
+        out.append(f'Error adding mapping for "{m.src}" : total weight needs to be <= 100')
     return out
 
 

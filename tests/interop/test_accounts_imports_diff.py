@@ -257,3 +257,15 @@ def test_an_import_the_exporter_does_not_export_is_refused_alike(tmp_path: Path,
     assert ref.returncode != 0 and f"x.conf:2:1: {reason}" in ref.stderr, ref.stderr
     assert ours.returncode != 0 and f"edged: configuration error: x.conf:2:1: {reason}" in ours.stderr.splitlines(), \
         ours.stderr
+
+
+def test_bad_mappings_are_refused_alike(tmp_path: Path) -> None:
+    (tmp_path / "m.conf").write_text('mappings { "m.*": "n.$2", "k": [{destination: k.a, weight: 60%}, '
+                                     '{destination: k.b, weight: 60%}], "x.y": "z.$1" }\n')
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ref = subprocess.run([nats_server_path(), "-t", "-c", "m.conf"], capture_output=True, text=True, cwd=tmp_path)
+    ours = subprocess.run([sys.executable, "-m", "edged", "check", "-c", "m.conf"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=30)
+    want = [ln.removeprefix("nats-server: ") for ln in ref.stderr.splitlines() if ln]
+    assert len(want) == 3 and ref.returncode != 0
+    assert [ln.removeprefix("edged: configuration error: ") for ln in ours.stderr.splitlines()] == want
