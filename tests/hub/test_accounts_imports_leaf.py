@@ -1,7 +1,7 @@
 """A leaf's imports and mappings seen across its leafnode links, edged as the leaf against nats-server as
 the leaf (same config, same nats-server hub): the hub's clients request a service the leaf imports, get a
 stream the leaf imports, publish to a subject the leaf maps; the leaf's clients reach a service on the hub
-through an import (the response crossing the link on the exporter's `_R_` reply)."""
+through an import (the response crossing the link on the exporter's `_R_` reply), and the hub's own import."""
 
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ HUB = """
 server_name: hub1
 leafnodes { port: $LEAF_PORT }
 accounts {
-  A { users: [ {user: la, password: la}, {user: ca, password: ca} ] }
-  B { users: [ {user: lb, password: lb}, {user: cb, password: cb} ] }
+  A { users: [ {user: la, password: la}, {user: ca, password: ca} ], exports: [ {service: "hsvc.>"} ] }
+  B {
+    users: [ {user: lb, password: lb}, {user: cb, password: cb} ]
+    imports: [ {service: {account: A, subject: "hsvc.q"}, to: "hq"} ]
+  }
 }
 """
 LEAF = """
@@ -83,12 +86,15 @@ async def scenario(hub: Hub, leaf: ServerProcess) -> dict:
 
         await la.subscribe("svc.a", cb=on_leaf_svc)
         await ha.subscribe("svc.hub", cb=on_hub_svc)
+        await ha.subscribe("hsvc.q", cb=on_hub_svc)
         await la.flush()
         await ha.flush()
         # the hub's client asks the leaf's import (leaf B advertises my.a)
         out["hub asks leaf import"] = (await _until(lambda: hb.request("my.a", b"", timeout=0.5))).data.decode()
         # the leaf's client asks through the import a service that only the hub serves (in A)
         out["leaf import to hub"] = (await _until(lambda: lb.request("my.hub", b"", timeout=0.5))).data.decode()
+        # the hub's own import, used by a leaf client (the hub advertises hq to the leaf)
+        out["leaf uses hub import"] = (await _until(lambda: lb.request("hq", b"", timeout=0.5))).data.decode()
         # a stream the leaf imports, subscribed on the hub
         got: list = []
 
@@ -141,5 +147,6 @@ def test_imports_and_mappings_across_the_link_like_nats_server(
     assert res["edged"] == res["nats-server"]
     assert res["edged"]["hub asks leaf import"] == "leaf:svc.a"
     assert res["edged"]["leaf import to hub"] == "hub:svc.hub:_R_"
+    assert res["edged"]["leaf uses hub import"] == "hub:hsvc.q:_R_"
     assert res["edged"]["stream on hub"] == [("from_a.pub.x", "1")]
     assert res["edged"]["mapped on leaf"] == [("orders.central.new", "2")]
