@@ -26,7 +26,7 @@ from edged.log import log
 from edged.options import AccountConfig, Export, Mapping, Options
 from edged.options import ServiceImport as ServiceImportConf
 from edged.options import StreamImport as StreamImportConf
-from edged.receiver import KIND_SYSTEM, Receiver, Subscription
+from edged.receiver import KIND_CLIENT, KIND_SYSTEM, Receiver, Subscription
 from edged.subjects import (
     SubjectTransform,
     is_literal,
@@ -553,6 +553,12 @@ def _mapped_routes(acc: Account, mapper: SubjectMapper) -> None:
         if origin.kind != KIND_SYSTEM:
             new = mapper.map(subject)
             if new is not None:
+                perms = getattr(origin, "perms", None) if origin.kind == KIND_CLIENT else None
+                if perms is not None and not perms.can_publish(new):
+                    # nats-server checks a client's publish permission on the mapped subject
+                    quoted = new.replace("\\", "\\\\").replace('"', '\\"')
+                    origin.send_err(f'Permissions Violation for Publish to "{quoted}"')
+                    return True
                 subject, subject_b = new, new.encode("utf-8", "surrogateescape")
         return base(acc, subject, subject_b, reply_b, hdr, payload, origin, queues)
 

@@ -60,7 +60,10 @@ mappings: {
   some.a: [ {destination: some.moved, weight: 40%} ]
 }
 # the global account ($G, where the server's mappings apply) gets its user here
-authorization { users: [{user: g, password: g}] }
+authorization { users: [
+  {user: g, password: g}
+  {user: gp, password: gp, permissions: {publish: {allow: ["orders.*", "plain.>"]}}}
+] }
 """
 
 
@@ -191,6 +194,19 @@ async def mappings(srv: ServerProcess) -> dict:
         out["weighted subjects"] = sorted(counts)
         out["weighted total"] = sum(counts.values())
         out["weighted spread"] = all(40 <= n <= 160 for n in counts.values())
+        # publish permissions apply to the mapped subject
+        errs: list = []
+
+        async def on_err(e: Exception) -> None:
+            errs.append(str(e))
+        gp = await nats.connect(f"nats://gp:gp@127.0.0.1:{srv.port}", error_cb=on_err)
+        got.clear()
+        await gp.publish("orders.denied", b"")
+        await gp.publish("plain.ok", b"")
+        await gp.flush()
+        await _settle(g)
+        await gp.close()
+        out["perms on mapped subject"] = (got, errs)
     finally:
         await g.close()
         await a.close()
@@ -225,6 +241,8 @@ def test_the_expected_flows_happen(start_server: Callable[..., ServerProcess]) -
     m = run(mappings(srv), timeout=60)
     assert ("orders.central.new", "1") in m["plain"] and m["account"] == [("svc.mapped.q", "3")]
     assert m["weighted subjects"] == ["some.a", "some.moved", "split.one", "split.two"] and m["weighted spread"]
+    assert m["perms on mapped subject"] == ([("plain.ok", "")],
+                                           ['nats: permissions violation for publish to "orders.central.denied"'])
 
 
 BAD = """
