@@ -18,10 +18,12 @@ account with none of them pays nothing per message:
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from edged.headers import HDR_LINE, get_header
 from edged.log import log
 from edged.options import AccountConfig, Export, Mapping, Options
 from edged.options import ServiceImport as ServiceImportConf
@@ -43,6 +45,7 @@ GLOBAL = "$G"
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _JS_ACK = b"$JS.ACK"
 SINGLETON, STREAM, CHUNKED = "Singleton", "Stream", "Chunked"
+REQUEST_INFO = "Nats-Request-Info"
 
 # the service imports a message is passing through, innermost last (cycle detection; a message that came
 # through a service import is never handed on to a stream import, as in nats-server)
@@ -332,11 +335,38 @@ class ServiceImport(Receiver):
                 token = ex_links(ex).new_reply(self.links.account, reply.decode("utf-8", "surrogateescape"),
                                                self.rt, self.export.response_threshold)
                 nrr = token.encode()
-        delivered = _route(ex, to, nrr, hdr, payload, self)
+        delivered = _route(ex, to, nrr, self._request_info(hdr), payload, self)
         if not delivered and token:
             ex_links(ex).drop_reply(token)
         if not delivered and reply:
             self.links.account.reading.decline(text, reply.decode("utf-8", "surrogateescape"))
+
+    def _request_info(self, hdr: bytes | None) -> bytes:
+        """The request's headers with nats-server's `Nats-Request-Info` (client.go processServiceImport,
+        getClientInfo without `share`): the requester's account and RTT; through a chain of imports the
+        first one's, with `svc` naming this importer."""
+        name = self.links.account.name
+        info: Any = None
+        if _chain and hdr:
+            old = get_header(hdr, REQUEST_INFO)
+            if old:
+                try:
+                    info = json.loads(old)
+                except ValueError:
+                    info = None
+                if isinstance(info, dict):
+                    items = [(k, v) for k, v in info.items() if k != "svc"]
+                    at = next((i + 1 for i, (k, _) in enumerate(items) if k == "acc"), 0)
+                    info = dict(items[:at] + [("svc", name)] + items[at:])
+        if not isinstance(info, dict):
+            origin = self.links.account.reading.origin
+            rtt = int(getattr(origin, "rtt", 0.0) * 1e9) if origin is not None else 0
+            info = {"acc": name, "rtt": rtt} if rtt > 0 else {"acc": name}
+        line = f"{REQUEST_INFO}: {json.dumps(info, separators=(',', ':'))}\r\n".encode()
+        if not hdr:
+            return HDR_LINE + b"\r\n" + line + b"\r\n"
+        keep = [ln for ln in hdr.split(b"\r\n") if ln and not ln.startswith(REQUEST_INFO.encode() + b":")]
+        return b"\r\n".join(keep) + b"\r\n" + line + b"\r\n"
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         return None

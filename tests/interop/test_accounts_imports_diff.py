@@ -5,6 +5,7 @@ edged, the same observable result (who gets what on which subject, reply flows, 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,7 @@ accounts {
       {service: {account: A, subject: "one.req"}}
       {service: {account: A, subject: "priv.req"}}
       {service: {account: A, subject: "in.x"}, to: "via.map"}
+      {service: {account: A, subject: "svc.info"}, to: "inf"}
       {stream: {account: A, subject: "pub.>"}, prefix: "from_a"}
       {stream: {account: A, subject: "ev.*.*"}, to: "evt.$2.$1"}
       {stream: {account: A, subject: "only.b"}}
@@ -98,12 +100,25 @@ async def services(srv: ServerProcess) -> dict:
             for i in range(3):
                 await a.publish(m.reply, f"part{i}".encode())
 
+        infos: list = []
+
+        async def info(m: Any) -> None:
+            ri = json.loads((m.headers or {}).get("Nats-Request-Info", "{}"))
+            infos.append((sorted(ri), ri.get("acc"), isinstance(ri.get("rtt", 0), int), m.headers.get("X-Mine")))
+            await m.respond(b"")
+
+        await a.subscribe("svc.info", cb=info)
         await a.subscribe("svc.>", cb=echo)
         await a.subscribe("st.req", cb=stream3)
         await a.subscribe("one.req", cb=stream3)
         await a.subscribe("priv.req", cb=echo)
         await _settle(a, b)
         out["renamed"] = (await b.request("my.a", b"x", timeout=2)).data.decode()
+        # nats-server tells the exporter who asks: Nats-Request-Info {"acc": .., "rtt": ..}, after the
+        # request's own headers
+        await b.request("inf", b"", timeout=2, headers={"X-Mine": "1"})
+        await b.request("inf", b"", timeout=2)
+        out["request info"] = infos
         out["wildcard"] = (await b.request("w.k1", b"y", timeout=2)).data.decode()
         out["accounts_list"] = (await b.request("priv.req", b"z", timeout=2)).data.decode()
         out["exporter_mapping"] = (await b.request("via.map", b"m", timeout=2)).data.decode()
@@ -234,6 +249,7 @@ def test_the_expected_flows_happen(start_server: Callable[..., ServerProcess]) -
     assert s["renamed"] == "svc.a|_R_.|x" and s["wildcard"] == "svc.w.k1|_R_.|y"
     assert s["exporter_mapping"] == "svc.mapped.x|_R_.|m" and s["gone"] == "no responders"
     assert s["type st.req"] == ["part0", "part1", "part2"] and s["type one.req"] == ["part0"]
+    assert s["request info"] == [(["acc", "rtt"], "B", True, "1"), (["acc", "rtt"], "B", True, None)]
     st = run(streams(srv), timeout=60)
     assert ("from_a.pub.x.1", "pub.x.1") in st["b_all"] and ("evt.two.one", "ev.one.two") in st["b_evt"]
     assert st["b_only"] == [("only.b", "only.b")] and st["queue total"] == 2
