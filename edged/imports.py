@@ -158,37 +158,90 @@ def check_config(opts: Options) -> list[str]:
     does not export to the importer, a bad prefix or mapping)."""
     accs = {a.name: a for a in opts.accounts}
     out: list[str] = []
+    # what was added so far, per importer: (exporter, local subject, exporter subject), in nats-server's order
+    streams: dict[str, list[tuple[str, str, str]]] = {}
+    services: dict[str, list[tuple[str, str, str]]] = {}
     for a in opts.accounts:
         for si in a.stream_imports:
             exp = accs.get(si.account)
             if exp is None:
                 out.append(f'"{si.account}" account not defined for stream import')
                 continue
+            err = f'Error adding stream import "{si.subject}": '
             if not is_valid_subject(si.subject) or _export_auth(exp.exports, "stream", a.name, si.subject) is None:
-                out.append(f'Error adding stream import "{si.subject}": stream import not authorized')
+                out.append(err + "stream import not authorized")
                 continue
             if si.prefix and not is_literal(si.prefix):
-                out.append(f'Error adding stream import "{si.subject}": stream import prefix can not contain '
-                           "wildcard tokens")
-            elif si.to and not is_literal(si.subject) and si.to != si.subject:
+                out.append(err + "stream import prefix can not contain wildcard tokens")
+                continue
+            to = si.prefix.rstrip(".") + "." + si.subject if si.prefix else si.to or si.subject
+            if _stream_cycle(accs, streams, a.name, si.account, to) or \
+                    _stream_cycle(accs, streams, a.name, si.account, si.subject):
+                out.append(err + "import forms a cycle")
+                continue
+            if si.to and not is_literal(si.subject) and si.to != si.subject:
                 why = _check_transform(si.subject, _tokenize(si.to), True)
                 if why:
-                    out.append(f'Error adding stream import "{si.subject}": failed to create mapping transform '
-                               f'for stream import subject from "{si.subject}" to "{si.to}": {why}')
+                    out.append(err + f'failed to create mapping transform for stream import subject from '
+                               f'"{si.subject}" to "{si.to}": {why}')
+                    continue
+            mine = streams.setdefault(a.name, [])
+            if any(e[0] == si.account and e[2] == si.subject for e in mine):
+                out.append(err + "stream import already exists")
+                continue
+            mine.append((si.account, to, si.subject))
         for sv in a.service_imports:
             exp = accs.get(sv.account)
             if exp is None:
                 out.append(f'"{sv.account}" account not defined for service import')
                 continue
+            err = f'Error adding service import "{sv.subject}": '
             if not is_valid_subject(sv.subject) or _export_auth(exp.exports, "service", a.name, sv.subject) is None:
-                out.append(f'Error adding service import "{sv.subject}": service import not authorized')
+                out.append(err + "service import not authorized")
+                continue
+            local = sv.to or sv.subject
+            if _service_cycle(services, {a.name}, sv.account, local):
+                out.append(err + "import forms a cycle")
                 continue
             if sv.to and not is_literal(sv.subject) and sv.to != sv.subject:
                 why = _check_transform(sv.subject, _tokenize(sv.to), True)
                 if why:
-                    out.append(f'Error adding service import "{sv.subject}": failed to create mapping transform '
-                               f'for service import subject from "{sv.to}" to "{sv.subject}": {why}')
+                    out.append(err + f'failed to create mapping transform for service import subject from '
+                               f'"{sv.to}" to "{sv.subject}": {why}')
+                    continue
+            services.setdefault(a.name, []).append((sv.account, local, sv.subject))
     return out
+
+
+def _service_cycle(services: dict[str, list[tuple[str, str, str]]], visited: set[str], acc: str,
+                   subject: str) -> bool:
+    """accounts.go checkServiceImportsForCycles: does `acc` import, on a subject meeting `subject`, from
+    an account already on the path?"""
+    for exp, local, remote in services.get(acc, ()):
+        if subjects_overlap(subject, remote):
+            if exp in visited or len(visited) >= 8:
+                return True
+            f = local if subject_is_subset(local, subject) else subject
+            if _service_cycle(services, visited | {acc}, exp, f):
+                return True
+    return False
+
+
+def _stream_cycle(accs: dict[str, AccountConfig], streams: dict[str, list[tuple[str, str, str]]], importer: str,
+                  acc: str, to: str, visited: set[str] | None = None) -> bool:
+    """accounts.go checkStreamImportsForCycles."""
+    visited = visited or {importer}
+    cfg = accs.get(acc)
+    if cfg is None or not any(e.stream is not None and subject_is_subset(to, e.stream) for e in cfg.exports):
+        return False
+    for exp, local, _remote in streams.get(acc, ()):
+        if subjects_overlap(to, local):
+            if exp in visited or len(visited) >= 8:
+                return True
+            t = local if subject_is_subset(local, to) else to
+            if _stream_cycle(accs, streams, importer, exp, t, visited | {acc}):
+                return True
+    return False
 
 
 def mapping_problems(m: Mapping) -> list[str]:

@@ -305,3 +305,32 @@ def test_bad_mappings_are_refused_alike(tmp_path: Path) -> None:
     # nats-server walks the block in Go's random map order, edged in file order
     assert [ln.removeprefix("edged: configuration error: ") for ln in ours.stderr.splitlines()] == sorted(
         want, key=lambda ln: int(ln.split(":")[2]))
+
+
+CYCLES = [
+    ('A: { users: [{user: a, password: a}], exports: [{stream: "pub.>"}] }\n'
+     '  B: { users: [{user: b, password: b}], imports: [{stream: {account: A, subject: "pub.>"}}, '
+     '{stream: {account: A, subject: "pub.>"}}] }', 'Error adding stream import "pub.>": stream import already exists'),
+    ('A: { users: [{user: a, password: a}], exports: [{service: "svc.>"}], imports: [{service: {account: B, '
+     'subject: "svc.>"}}] }\n  B: { users: [{user: b, password: b}], exports: [{service: "svc.>"}], imports: '
+     '[{service: {account: A, subject: "svc.>"}}] }', 'Error adding service import "svc.>": import forms a cycle'),
+    ('A: { users: [{user: a, password: a}], exports: [{stream: "pub.>"}], imports: [{stream: {account: B, '
+     'subject: "pub.>"}}] }\n  B: { users: [{user: b, password: b}], exports: [{stream: "pub.>"}], imports: '
+     '[{stream: {account: A, subject: "pub.>"}}] }', 'Error adding stream import "pub.>": import forms a cycle'),
+    ('A: { users: [{user: a, password: a}], exports: [{service: "svc.>"}] }\n'
+     '  B: { users: [{user: b, password: b}], imports: [{service: {account: A, subject: "svc.a"}}, '
+     '{service: {account: A, subject: "svc.a"}}] }',
+     'Duplicate service import subject "svc.a", previously used in import for account "A", subject "svc.a"'),
+]
+
+
+@pytest.mark.parametrize(("accounts", "reason"), CYCLES, ids=[r[:40] for _, r in CYCLES])
+def test_duplicate_and_cyclic_imports_are_refused_alike(tmp_path: Path, accounts: str, reason: str) -> None:
+    (tmp_path / "c.conf").write_text(f"port: 4222\naccounts {{\n  {accounts}\n}}\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ref = subprocess.run([nats_server_path(), "-t", "-c", "c.conf"], capture_output=True, text=True, cwd=tmp_path)
+    ours = subprocess.run([sys.executable, "-m", "edged", "check", "-c", "c.conf"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=30)
+    # the same text; the line:col of a duplicate service import differs (nats-server names the end of the list)
+    assert ref.returncode != 0 and ref.stderr.split(": ", 2)[2].strip() == reason, ref.stderr
+    assert ours.returncode != 0 and ours.stderr.strip().endswith(reason), ours.stderr
