@@ -134,6 +134,8 @@ class Account:
         self.interest_listeners: list[Callable[[Subscription, bool], None]] = []
         self.claims: dict | None = None  # operator mode: decoded account JWT
         self._internal: InternalClient | None = None
+        # imports, exports and mappings (edged/imports.py AccountLinks); None for an account with none
+        self.links: Any = None
 
     @property
     def internal(self) -> InternalClient:
@@ -145,12 +147,16 @@ class Account:
         self.sublist.insert(sub)
         for f in self.interest_listeners:
             f(sub, True)
+        if self.links is not None:
+            self.links.subscribed(sub)  # stream imports: shadow subscriptions in the exporters
 
     def unsubscribe(self, sub: Subscription) -> None:
         if self.sublist.remove(sub):
             sub.closed = True
             for f in self.interest_listeners:
                 f(sub, False)
+            if self.links is not None:
+                self.links.unsubscribed(sub)
 
     def route(
         self,
@@ -194,14 +200,17 @@ class Account:
         return delivered
 
     def route_as(self, routed: str, routed_b: bytes, subject_b: bytes, reply_b: bytes, hdr: bytes | None,
-                 payload: bytes, origin: Any) -> bool:
+                 payload: bytes, origin: Any, queues: tuple[bytes, ...] | None = None) -> bool:
         """`route` of a message matched on `routed` while it carries `subject_b`, its own (a JetStream
         consumer delivers to a deliver subject or pull request inbox): each receiver gets both through
         `Receiver.deliver_routed`, so a client sees the message's subject and a leafnode can tell the hub
-        what to route it by. True if anyone got it."""
+        what to route it by. `queues` as for `route`. True if anyone got it."""
         psubs, qgroups = self.sublist.match(routed)
         if not psubs and not qgroups:
             return False
+        if queues is not None:
+            qgroups = [g for g in qgroups if g[0].queue is not None and
+                       g[0].queue.encode("utf-8", "surrogateescape") in queues] if queues else []
         delivered = False
         echo = origin.echo
         for sub in psubs:
@@ -213,7 +222,7 @@ class Account:
             if sub.max and sub.delivered >= sub.max:
                 conn.auto_unsubscribe(sub)
         for group in qgroups:
-            sub = pick_queue_member(group, origin, echo)
+            sub = pick_queue_member(group, origin, echo, queues is None)
             if sub is not None:
                 conn = sub.conn
                 conn.deliver_routed(sub, routed_b, subject_b, reply_b, hdr, payload)

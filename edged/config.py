@@ -27,6 +27,8 @@ from edged.options import (
     Export,
     JetStreamAccountLimits,
     LeafNodeOpts,
+    MapDest,
+    Mapping,
     MQTTOpts,
     NkeyUser,
     Options,
@@ -52,8 +54,6 @@ _UNSUPPORTED = {
     "https_port": "monitoring over HTTPS is not supported; use http_port",
     "ocsp": "OCSP stapling is not supported",
     "ocsp_cache": "OCSP is not supported",
-    "mappings": "subject mappings are not supported yet",
-    "maps": "subject mappings are not supported yet",
     "default_sentinel": "auth callout sentinels are not supported",
     "logfile_size_limit": "log rotation by size is not supported; use logrotate and --signal reopen",
     "log_size_limit": "log rotation by size is not supported; use logrotate and --signal reopen",
@@ -312,6 +312,11 @@ def _check(cx: _Ctx, conf: Any) -> None:
         if r.account and r.account not in names and r.account != "$G" and not jwt_mode:
             key = "leafnodes" if "leafnodes" in conf else "leaf"
             raise cx.err(conf, key, f'remote leafnode account "{r.account}" not defined in accounts')
+    from edged.imports import check_config
+
+    problems = check_config(o)
+    if problems:
+        raise ConfigError.combined([cx.err(conf, "accounts", p) for p in problems])
 
 
 # ------------------------------------------------------------------ top level
@@ -598,11 +603,11 @@ def _accounts(cx: _Ctx, m: Any, key: str) -> None:
                     raise cx.err(body, k, f"Not a valid public nkey for an account: {acc.nkey!r}")
             elif lk == "exports":
                 acc.exports = _exports(cx, body, k)
-                cx.warn(body, k, "account exports are parsed but not applied yet (accounts are isolated)")
             elif lk == "imports":
                 acc.stream_imports, acc.service_imports = _imports(cx, body, k)
-                cx.warn(body, k, "account imports are parsed but not applied yet (accounts are isolated)")
-            elif lk in ("mappings", "maps", "limits", "msg_trace", "trace_dest"):
+            elif lk in ("mappings", "maps"):
+                acc.mappings = _mappings(cx, body, k)
+            elif lk in ("limits", "msg_trace", "trace_dest"):
                 cx.warn(body, k, f"account {k} are not supported and are ignored")
                 if lk in ("limits", "msg_trace"):
                     _check_keys(cx, body, k, _ACCOUNT_LIMITS if lk == "limits" else _MSG_TRACE)
@@ -680,8 +685,57 @@ def _exports(cx: _Ctx, m: Any, key: str) -> list[Export]:
             raise cx.err(arr, i, "export entry needs exactly one of `stream` or `service`")
         accounts = cx.strlist(e, "accounts") if "accounts" in e else []
         rkey = "response_type" if "response_type" in e else "response" if "response" in e else ""
-        out.append(Export(stream=stream, service=service, accounts=accounts,
-                          response_type=cx.str_(e, rkey) if rkey else "Singleton"))
+        ex = Export(stream=stream, service=service, accounts=accounts,
+                    response_type=cx.str_(e, rkey) if rkey else "Singleton")
+        for k in ("latency", "account_token_position"):
+            if k in e:
+                cx.warn(e, k, f"export {k} is not supported and is ignored")
+        tkey = "response_threshold" if "response_threshold" in e else "threshold" if "threshold" in e else ""
+        if tkey:
+            try:
+                ex.response_threshold = parse_duration(cx.str_(e, tkey))
+            except ValueError as err:
+                raise cx.err(e, tkey, str(err)) from None
+        out.append(ex)
+    return out
+
+
+def _mappings(cx: _Ctx, m: Any, key: str) -> list[Mapping]:
+    """`mappings { src: dest }`, or `src: [{destination: d, weight: 40%}, ...]` (nats-server
+    parseAccountMappings); checked further by edged/imports.py."""
+    from edged.imports import mapping_problems
+    from edged.subjects import is_valid_subject
+
+    b = cx.map_(m, key)
+    out: list[Mapping] = []
+    for src in b:
+        if src in b.used_vars:
+            continue
+        if not is_valid_subject(src):
+            raise cx.err(b, src, f"Subject {_go_quote(src)} is not a valid subject")
+        v = b[src]
+        entries = v if isinstance(v, list) else [v]
+        mp = Mapping(src)
+        for i, d in enumerate(entries):
+            if isinstance(d, str):
+                mp.dests.append(MapDest(d))
+                continue
+            if not isinstance(d, dict):
+                raise cx.err(b, src, f"Unknown type for mapping destination: {d!r}")
+            dest = d.get("destination", d.get("dest"))
+            if not isinstance(dest, str):
+                raise cx.err(entries if isinstance(v, list) else b, i if isinstance(v, list) else src,
+                             "Expected a destination for the mapping")
+            w = d.get("weight", 100)
+            ws = str(w).strip().rstrip("%")
+            if not ws.isdigit():
+                raise cx.err(d, "weight", f"Invalid weight {w!r} for mapping destination")
+            if "cluster" in d:
+                cx.warn(d, "cluster", "cluster-scoped mapping destinations never apply on a single server")
+                continue
+            mp.dests.append(MapDest(dest, int(ws)))
+        cx.errors += [cx.err(b, src, why) for why in mapping_problems(mp)]
+        out.append(mp)
     return out
 
 
@@ -699,10 +753,17 @@ def _imports(cx: _Ctx, m: Any, key: str) -> tuple[list[StreamImport], list[Servi
             raise cx.err(e, kind, f"{kind} import needs `account` and `subject`")
         acc, subj = cx.str_(src, "account"), cx.str_(src, "subject")
         if kind == "stream":
-            to = cx.str_(e, "prefix") if "prefix" in e else cx.str_(e, "to") if "to" in e else ""
-            si.append(StreamImport(acc, subj, to))
+            si.append(StreamImport(acc, subj, cx.str_(e, "to") if "to" in e else "",
+                                   cx.str_(e, "prefix") if "prefix" in e else ""))
         else:
-            sv.append(ServiceImport(acc, subj, cx.str_(e, "to") if "to" in e else ""))
+            imp = ServiceImport(acc, subj, cx.str_(e, "to") if "to" in e else "")
+            prev = next((x for x in sv if (x.to or x.subject) == (imp.to or imp.subject)), None)
+            if prev is not None:
+                cx.errors.append(cx.err(arr, i, f'Duplicate service import subject "{imp.to or imp.subject}", '
+                                                f'previously used in import for account "{prev.account}", '
+                                                f'subject "{prev.subject}"'))
+                continue
+            sv.append(imp)
     return si, sv
 
 
@@ -1151,6 +1212,8 @@ _TOP: dict[str, Any] = {
     "lame_duck_grace_period": _lame_duck_grace,
     "authorization": _authorization,
     "accounts": _accounts,
+    "mappings": lambda cx, m, key: setattr(cx.opts, "mappings", _mappings(cx, m, key)),
+    "maps": lambda cx, m, key: setattr(cx.opts, "mappings", _mappings(cx, m, key)),
     "system_account": _set("system_account", "str_"),
     "system": _set("system_account", "str_"),
     "no_system_account": _set("no_system_account", "bool_"),

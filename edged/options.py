@@ -64,7 +64,8 @@ class NkeyUser:
 class StreamImport:
     account: str
     subject: str
-    to: str = ""  # local subject prefix / mapping
+    to: str = ""  # the local subject (a mapping of `subject`)
+    prefix: str = ""  # or a literal prefix put before `subject`
 
 
 @dataclass
@@ -80,6 +81,20 @@ class Export:
     service: str | None = None
     accounts: list[str] = field(default_factory=list)  # empty = public
     response_type: str = "Singleton"
+    response_threshold: float = 120.0  # seconds a stream/chunked response route stays without traffic
+
+
+@dataclass
+class MapDest:
+    subject: str
+    weight: int = 100  # percent
+
+
+@dataclass
+class Mapping:
+    """A subject mapping: `src` to one destination, or to several by weight (see edged/imports.py)."""
+    src: str
+    dests: list[MapDest] = field(default_factory=list)
 
 
 @dataclass
@@ -103,6 +118,7 @@ class AccountConfig:
     stream_imports: list[StreamImport] = field(default_factory=list)
     service_imports: list[ServiceImport] = field(default_factory=list)
     jetstream: JetStreamAccountLimits | None = None  # None = JetStream not enabled for the account
+    mappings: list[Mapping] = field(default_factory=list)
     default_permissions: Permissions | None = None
     nkey: str = ""  # account public key (when configured with one)
 
@@ -241,6 +257,7 @@ class Options:
     default_permissions: Permissions | None = None
     no_auth_user: str = ""
     accounts: list[AccountConfig] = field(default_factory=list)
+    mappings: list[Mapping] = field(default_factory=list)  # server level: the global account's
     system_account: str = ""
     no_system_account: bool = False
     # operator / JWT mode

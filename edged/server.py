@@ -115,6 +115,9 @@ class Server:
         sysname = self.system_account_name
         if sysname and sysname not in self.accounts:
             self.accounts[sysname] = self._account(sysname)
+        from edged.imports import install
+
+        install(self.accounts, self.opts)
 
     def _account(self, name: str, cfg: Any = None) -> Account:
         return Account(name, cfg, cache=not self.opts.disable_sublist_cache, reading=self.reading)
@@ -403,6 +406,7 @@ class Server:
         old.users, old.nkeys = new.users, new.nkeys
         old.username, old.password, old.authorization = new.username, new.password, new.authorization
         old.accounts, old.default_permissions, old.no_auth_user = new.accounts, new.default_permissions, new.no_auth_user
+        old.mappings = new.mappings
         old.trusted_operators, old.trusted_keys, old.resolver_preload = (
             new.trusted_operators,
             new.trusted_keys,

@@ -402,17 +402,12 @@ class LeafConnection(Connection):
                 payload: bytes) -> None:
         self.in_msgs += 1
         self.in_bytes += len(payload) if hdr is None else len(payload) + len(hdr)
-        deliver = ""
         if reply_b and reply_b.startswith(b"$JS.ACK."):
-            # a push delivery: it goes to the deliver subject's subscribers (the wire subject), carrying
-            # the original subject (after the reply's '@'), as nats-server routes it
-            wire = subject_b
-            subject_b, reply_b = decode_ack_reply(subject_b, reply_b)
-            if subject_b is not wire:
-                deliver = wire.decode("utf-8", "surrogateescape")
-        if deliver:
-            subject = deliver
-        elif subject_b.startswith(self._in_special):
+            framed, reply_b = decode_ack_reply(subject_b, reply_b)
+            if framed is not subject_b:
+                self._on_js_delivery(subject_b, framed, reply_b, queues, hdr, payload)
+                return
+        if subject_b.startswith(self._in_special):
             if subject_b.startswith(LOCAL_ONLY_PREFIXES):
                 return
             # the hub asks edged's domain: answer as local $JS.API unless something local listens on it as is
@@ -426,6 +421,17 @@ class LeafConnection(Connection):
             if di is not None and not di.allows(subject):
                 return
         self.account.route(subject, subject_b, reply_b, hdr, payload, self, queues)
+
+    def _on_js_delivery(self, subject_b: bytes, framed: bytes, reply_b: bytes, queues: tuple[bytes, ...],
+                        hdr: bytes | None, payload: bytes) -> None:
+        """A JetStream delivery (§3.4): matched on its deliver subject and handed to receivers under its
+        original subject, as nats-server does (processMsgResults: pa.deliver) and as edged's own consumers
+        deliver; a further leafnode gets both (`Account.route_as`)."""
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is not None and not di.allows(subject):
+            return
+        self.account.route_as(subject, subject_b, framed, reply_b, hdr, payload, self, queues)
 
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""

@@ -87,10 +87,8 @@ def test_seed_cross_account_exports_and_imports() -> None:
     assert [(i.account, i.subject) for i in mirror.stream_imports] == [("ACC", "deliver.acc.hub.import_mirror.>")]
     assert len(accs["IMPORT_CLIENT"].service_imports) == 2
     assert all(a.jetstream is not None for n, a in accs.items() if n != "SYS")
-    # imports/exports are not applied yet: each block is reported, at its place
-    assert [(w.key, w.where.rsplit("/", 1)[-1]) for w in o.warnings] == [
-        ("exports", "accounts_cross_domain.conf:8:9"), ("imports", "accounts_cross_domain.conf:24:9"),
-        ("imports", "accounts_cross_domain.conf:34:9")]
+    # imports/exports are applied (edged/imports.py): nothing to warn about
+    assert o.warnings == []
 
 
 def test_seed_auth_snippets() -> None:
@@ -102,9 +100,12 @@ def test_seed_auth_snippets() -> None:
 
 def test_seed_mappings_and_tags_load_with_warnings() -> None:
     o = load_options(str(SEEDS / "mappings_hub.conf"))
-    assert o.server_name == "hub" and warning_keys(o) == ["cluster", "mappings"]
+    assert o.server_name == "hub" and warning_keys(o) == ["cluster"]
+    assert [(m.src, [(d.subject, d.weight) for d in m.dests]) for m in o.mappings] == [
+        ("orders.*", [("orders.central.{{wildcard(1)}}", 100)])]
     o = load_options(str(SEEDS / "mappings_account.conf"))
-    assert [a.name for a in o.accounts] == ["accountA"] and warning_keys(o) == ["cluster", "mappings"]
+    assert [a.name for a in o.accounts] == ["accountA"] and warning_keys(o) == ["cluster"]
+    assert [m.src for m in o.accounts[0].mappings] == ["orders.flush", "orders.*"]
     o = load_options(str(SEEDS / "server_tags.conf"))
     assert o.jetstream.enabled and o.jetstream.unique_tag == "az" and warning_keys(o) == ["server_tags"]
 
