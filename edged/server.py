@@ -96,7 +96,7 @@ class Server:
 
             self.jetstream = JetStream(self)
             self.services.append(self.jetstream)
-        if opts.leafnodes is not None and opts.leafnodes.remotes:
+        if opts.leafnodes is not None and (opts.leafnodes.remotes or opts.leafnodes.port):
             from edged.leafnode.remote import LeafNodeManager
 
             self.leafnodes = LeafNodeManager(self)
