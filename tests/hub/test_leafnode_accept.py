@@ -1,0 +1,288 @@
+"""edged as the hub: a real nats-server leaf (and an edged leaf) connecting to edged's `leafnodes { port }`,
+side by side with the same leaf connecting to a nats-server hub. Each scenario runs against both hubs and
+must give the same observable result: messages both ways, queue groups, request/reply, JetStream domains
+(the seed's hub.conf / leaf.conf), refused credentials, /leafz, and a leaf that comes back after its hub
+restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import nats
+import pytest
+
+from tests.hub.test_leafnode_jetstream import ACCOUNTS_CONF, HUB_CONF, LEAF_CONF
+from tests.support.aio import run, until
+from tests.support.servers import ServerProcess, free_port
+
+HUBS = ["nats-server", "edged"]
+
+CORE_HUB = """
+server_name: hub1
+leafnodes { port: %(leaf_port)d }
+accounts {
+  APP { users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] }
+}
+"""
+
+CORE_LEAF = """
+server_name: leaf1
+leafnodes { remotes: [ { url: "nats://%(user)s:%(password)s@127.0.0.1:%(leaf_port)d", account: APP } ] }
+accounts { APP { users: [ {user: app, password: app} ] } }
+"""
+
+
+def monitor(proc: ServerProcess, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{proc.http_port}{path}", timeout=2) as r:
+        return json.loads(r.read())
+
+
+def leaf_count(proc: ServerProcess) -> int:
+    try:
+        return int(monitor(proc, "/leafz")["leafnodes"])
+    except OSError:
+        return -1
+
+
+def core_pair(start_server: Callable[..., ServerProcess], hub_kind: str, leaf_kind: str = "nats-server",
+              password: str = "s3cret") -> tuple[ServerProcess, ServerProcess]:
+    """A hub of `hub_kind` with CORE_HUB and a leaf of `leaf_kind` with CORE_LEAF linked to it."""
+    leaf_port = free_port()
+    hub = start_server(hub_kind, config=CORE_HUB % {"leaf_port": leaf_port}, http_port=free_port())
+    hub.leaf_port = leaf_port  # type: ignore[attr-defined]
+    leaf = start_server(leaf_kind, config=CORE_LEAF % {"leaf_port": leaf_port, "user": "leaf",
+                                                       "password": password}, http_port=free_port())
+    return hub, leaf
+
+
+async def connected(hub: ServerProcess, n: int = 1, timeout: float = 10.0) -> None:
+    await until(lambda: leaf_count(hub) >= n, timeout, 0.05)
+
+
+async def client(proc: ServerProcess, user: str = "app", password: str = "app") -> Any:
+    return await nats.connect(f"nats://{user}:{password}@127.0.0.1:{proc.port}", max_reconnect_attempts=-1,
+                              reconnect_time_wait=0.2)
+
+
+async def reaches(pub: Any, subject: str, inbox: list[Any], timeout: float = 5.0) -> None:
+    """Publish probes to `subject` until one lands in `inbox` (interest has crossed the link), then clear it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not inbox:
+        if loop.time() > deadline:
+            raise TimeoutError(f"no interest in {subject} across the link")
+        await pub.publish(subject, b"probe")
+        await pub.flush()
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.1)
+    inbox.clear()
+
+
+async def core_scenario(hub: ServerProcess, leaf: ServerProcess) -> dict[str, Any]:
+    await connected(hub)
+    hc, lc = await client(hub), await client(leaf)
+    try:
+        out: dict[str, Any] = {}
+        down: list[Any] = []
+        up: list[Any] = []
+
+        async def on_down(m: Any) -> None:
+            down.append((m.subject, m.data, dict(m.headers or {})))
+
+        async def on_up(m: Any) -> None:
+            up.append((m.subject, m.data, dict(m.headers or {})))
+
+        await lc.subscribe("down.>", cb=on_down)
+        await hc.subscribe("up.>", cb=on_up)
+        await reaches(hc, "down.probe", down)
+        await reaches(lc, "up.probe", up)
+        for i in range(3):
+            await hc.publish(f"down.{i}", b"d%d" % i, headers={"K": str(i)} if i == 1 else None)
+            await lc.publish(f"up.{i}", b"u%d" % i, headers={"K": str(i)} if i == 2 else None)
+        await hc.flush()
+        await lc.flush()
+        await until(lambda: len(down) == 3 and len(up) == 3, 5)
+        out["down"], out["up"] = list(down), list(up)
+
+        # request/reply both ways
+        async def answer(side: str) -> Callable[[Any], Any]:
+            async def cb(m: Any) -> None:
+                await m.respond(side.encode() + b":" + m.data)
+            return cb
+
+        await lc.subscribe("svc.leaf", cb=await answer("leaf"))
+        await hc.subscribe("svc.hub", cb=await answer("hub"))
+        await lc.flush()
+        await hc.flush()
+
+        async def request(nc: Any, subject: str) -> bytes:
+            for _ in range(50):
+                try:
+                    return (await nc.request(subject, b"q", timeout=0.5)).data
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                    await asyncio.sleep(0.1)
+            raise TimeoutError(subject)
+
+        out["req"] = [await request(hc, "svc.leaf"), await request(lc, "svc.hub")]
+
+        # queue groups: a member on each side; each side's requests stay local while a local member
+        # exists, and cross the link once it is gone
+        hub_q = await hc.subscribe("work", queue="q", cb=await answer("hubq"))
+        await lc.subscribe("work", queue="q", cb=await answer("leafq"))
+        await hc.flush()
+        await lc.flush()
+        await asyncio.sleep(0.3)
+        out["q_from_hub"] = sorted({await request(hc, "work") for _ in range(10)})
+        out["q_from_leaf"] = sorted({await request(lc, "work") for _ in range(10)})
+        await hub_q.unsubscribe()
+        await hc.flush()
+        await asyncio.sleep(0.3)
+        out["q_from_hub_after"] = sorted({await request(hc, "work") for _ in range(10)})
+        return out
+    finally:
+        await hc.close()
+        await lc.close()
+
+
+CORE_EXPECTED = {
+    "down": [("down.0", b"d0", {}), ("down.1", b"d1", {"K": "1"}), ("down.2", b"d2", {})],
+    "up": [("up.0", b"u0", {}), ("up.1", b"u1", {}), ("up.2", b"u2", {"K": "2"})],
+    "req": [b"leaf:q", b"hub:q"],
+    "q_from_hub": [b"hubq:q"],
+    "q_from_leaf": [b"leafq:q"],
+    "q_from_hub_after": [b"leafq:q"],
+}
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_core_traffic_through_the_hub(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    hub, leaf = core_pair(start_server, hub_kind)
+    assert run(core_scenario(hub, leaf)) == CORE_EXPECTED
+
+
+def test_core_traffic_edged_as_both(start_server: Callable[..., ServerProcess]) -> None:
+    hub, leaf = core_pair(start_server, "edged", "edged")
+    assert run(core_scenario(hub, leaf)) == CORE_EXPECTED
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_leafz_and_varz_show_the_accepted_leaf(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    hub, _leaf = core_pair(start_server, hub_kind)
+
+    async def main() -> tuple[Any, ...]:
+        await connected(hub)
+        lz = monitor(hub, "/leafz")
+        vz = monitor(hub, "/varz")
+        (lf,) = lz["leafs"]
+        return (lz["leafnodes"], lf["name"], lf["account"], lf["is_spoke"], vz["leafnodes"], vz["leaf"]["port"])
+
+    assert run(main()) == (1, "leaf1", "APP", False, 1, hub.leaf_port)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_bad_credentials_refused(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    """A wrong password gets `-ERR 'Authorization Violation'` and no link; the hub keeps serving."""
+    hub, leaf = core_pair(start_server, hub_kind, password="wrong")
+
+    async def main() -> None:
+        await until(lambda: leaf.log_tail().count("Authorization Violation") >= 2, 10, 0.1)
+        assert leaf_count(hub) == 0
+        hc = await client(hub)  # nothing else disturbed
+        sub = await hc.subscribe("still.here")
+        await hc.publish("still.here", b"ok")
+        assert (await sub.next_msg(timeout=1)).data == b"ok"
+        await hc.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_leaf_comes_back_after_the_hub_restarts(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    hub, leaf = core_pair(start_server, hub_kind)
+
+    async def main() -> dict[str, Any]:
+        await connected(hub)
+        hub.restart()
+        await connected(hub, timeout=15)
+        return await core_scenario(hub, leaf)
+
+    assert run(main()) == CORE_EXPECTED
+
+
+# ------------------------------------------------------------------------------------ the seed pair
+
+
+def seed_pair(start_server: Callable[..., ServerProcess], hub_kind: str,
+              leaf_kind: str) -> tuple[ServerProcess, ServerProcess]:
+    """The seed's hub.conf and leaf.conf (SYS and ACC linked, domains hub and leaf), only ports and
+    directories changed, on `hub_kind` and `leaf_kind`."""
+    hubdir, leafdir = tempfile.mkdtemp(prefix="seedhub-"), tempfile.mkdtemp(prefix="seedleaf-")
+    for d in (hubdir, leafdir):
+        with open(os.path.join(d, "accounts.conf"), "w") as f:
+            f.write(ACCOUNTS_CONF)
+    hub_port, leaf_port, edge_port = free_port(), free_port(), free_port()
+    hub = start_server(hub_kind, config=HUB_CONF.format(port=hub_port, leaf_port=leaf_port), port=hub_port,
+                       http_port=free_port(), workdir=hubdir)
+    leaf = start_server(leaf_kind, config=LEAF_CONF.format(port=edge_port, leaf_port=leaf_port,
+                                                           store=os.path.join(leafdir, "store_leaf")),
+                        port=edge_port, workdir=leafdir)
+    return hub, leaf
+
+
+async def seed_scenario(hub: ServerProcess, leaf: ServerProcess) -> tuple[Any, ...]:
+    await connected(hub, 2, 15)
+    nc = await client(hub, "acc", "acc")
+    ec = await client(leaf, "acc", "acc")
+    try:
+        js_hub, js_leaf = nc.jetstream(), nc.jetstream(domain="leaf")
+
+        async def attempt(aw: Callable[[], Any]) -> Any:
+            for _ in range(50):
+                try:
+                    return await aw()
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                    await asyncio.sleep(0.1)
+            return await aw()
+
+        await attempt(lambda: js_hub.add_stream(name="test", subjects=["test"]))
+        await attempt(lambda: js_leaf.add_stream(name="test", subjects=["test"]))
+
+        async def counts() -> tuple[int, int]:
+            return ((await js_hub.stream_info("test")).state.messages,
+                    (await js_leaf.stream_info("test")).state.messages)
+
+        # the leaf stream's interest has to cross before the publish counts for both
+        await asyncio.sleep(0.5)
+        await nc.publish("test", b"hello")
+        await nc.flush()
+        for _ in range(100):
+            if await counts() == (1, 1):
+                break
+            await asyncio.sleep(0.05)
+        hub_n, leaf_n = await counts()
+        # the leaf side reaches the hub's JetStream through its domain, its own unprefixed
+        from_leaf = (await attempt(lambda: ec.jetstream(domain="hub").stream_info("test"))).state.messages
+        own = (await ec.jetstream().account_info()).domain
+        hub_own = (await js_hub.account_info()).domain
+        via_domain = (await js_leaf.account_info()).domain
+        return hub_n, leaf_n, from_leaf, own, hub_own, via_domain
+    finally:
+        await nc.close()
+        await ec.close()
+
+
+SEED_EXPECTED = (1, 1, 1, "leaf", "hub", "leaf")
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", [("nats-server", "nats-server"), ("edged", "nats-server"),
+                                                ("edged", "edged")])
+def test_seed_configs_with_edged_as_hub(hub_kind: str, leaf_kind: str,
+                                        start_server: Callable[..., ServerProcess]) -> None:
+    hub, leaf = seed_pair(start_server, hub_kind, leaf_kind)
+    assert run(seed_scenario(hub, leaf)) == SEED_EXPECTED
