@@ -271,13 +271,31 @@ async def seed_scenario(hub: ServerProcess, leaf: ServerProcess) -> tuple[Any, .
         own = (await ec.jetstream().account_info()).domain
         hub_own = (await js_hub.account_info()).domain
         via_domain = (await js_leaf.account_info()).domain
-        return hub_n, leaf_n, from_leaf, own, hub_own, via_domain
+        # the local API never crosses the link: one answer, from the server the client is on
+        answers = [await api_info_answers(nc), await api_info_answers(ec)]
+        return hub_n, leaf_n, from_leaf, own, hub_own, via_domain, answers
     finally:
         await nc.close()
         await ec.close()
 
 
-SEED_EXPECTED = (1, 1, 1, "leaf", "hub", "leaf")
+async def api_info_answers(nc: Any) -> list[str]:
+    """Every answer to one `$JS.API.INFO` request within half a second: the answering domains."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.INFO", b"", reply=inbox)
+    got: list[str] = []
+    try:
+        while True:
+            m = await sub.next_msg(timeout=0.5)
+            got.append(json.loads(m.data).get("domain", ""))
+    except nats.errors.TimeoutError:
+        pass
+    await sub.unsubscribe()
+    return got
+
+
+SEED_EXPECTED = (1, 1, 1, "leaf", "hub", "leaf", [["hub"], ["leaf"]])
 
 
 @pytest.mark.parametrize("hub_kind,leaf_kind", [("nats-server", "nats-server"), ("edged", "nats-server"),

@@ -1,0 +1,161 @@
+"""edged's leafnode port on the wire, line by line next to nats-server's: the first INFO, the answer to a
+CONNECT (the `connect_info` INFO, then the interest dump with `$LDS.`), the authorization timeout, a
+first protocol that is not CONNECT or a bad password, a duplicate leaf."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.hub.test_leafnode_accept import HUBS
+from tests.support.aio import run
+from tests.support.servers import ServerProcess, free_port
+
+CONF = """
+leafnodes { port: %(leaf_port)d, authorization { users: [ {user: leaf, password: s3cret, account: APP} ], timeout: 1 } }
+accounts {
+  APP { users: [ {user: app, password: app} ] }
+}
+"""
+
+# the INFO fields a leaf reads (leafnode-protocol.md §1.3); values that differ per server are masked
+INFO_KEYS = ("auth_required", "client_id", "headers", "info_on_connect", "leafnode_urls", "max_payload", "nonce",
+             "port", "server_id", "server_name", "version")
+
+
+class LeafWire:
+    """A raw leafnode connection: what the server sends, line by line."""
+
+    def __init__(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.r, self.w = r, w
+
+    @classmethod
+    async def open(cls, port: int) -> LeafWire:
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        return cls(r, w)
+
+    async def line(self, timeout: float = 3.0) -> str:
+        b = await asyncio.wait_for(self.r.readline(), timeout)
+        if not b:
+            raise EOFError
+        return b.decode().rstrip("\r\n")
+
+    async def lines_until(self, pred: Callable[[str], bool], timeout: float = 3.0) -> list[str]:
+        out: list[str] = []
+        while True:
+            ln = await self.line(timeout)
+            out.append(ln)
+            if pred(ln):
+                return out
+
+    def send(self, data: bytes) -> None:
+        self.w.write(data)
+
+    async def closed(self, timeout: float = 3.0) -> bool:
+        try:
+            while await asyncio.wait_for(self.r.read(4096), timeout):
+                pass
+            return True
+        except (TimeoutError, ConnectionError):
+            return False
+
+    def close(self) -> None:
+        self.w.close()
+
+
+def info_of(line: str) -> dict[str, Any]:
+    assert line.startswith("INFO ")
+    return json.loads(line[5:])
+
+
+@pytest.fixture(params=HUBS)
+def hub(request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    port = free_port()
+    srv = start_server(request.param, config=CONF % {"leaf_port": port})
+    srv.leaf_port = port  # type: ignore[attr-defined]
+    return srv
+
+
+def connect(name: str = "raw1", user: str = "leaf", password: str = "s3cret") -> bytes:
+    c = {"version": "2.10.0", "user": user, "pass": password, "name": name, "headers": True,
+         "remote_account": "X", "protocol": 1}
+    return b"CONNECT " + json.dumps(c).encode() + b"\r\n"
+
+
+def test_first_info(hub: ServerProcess) -> None:
+    async def main() -> dict[str, Any]:
+        lw = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        info = info_of(await lw.line())
+        lw.close()
+        return info
+
+    info = run(main())
+    missing = [k for k in INFO_KEYS if k not in info]
+    assert missing == []
+    assert info["auth_required"] is True and info["info_on_connect"] is True and info["headers"] is True
+    assert len(info["nonce"]) == 15 and info["client_id"] > 0
+    assert info["port"] == hub.leaf_port  # type: ignore[attr-defined]
+    assert info["leafnode_urls"] == [f"{info['host']}:{hub.leaf_port}"]  # type: ignore[attr-defined]
+    assert "connect_info" not in info
+
+
+def test_connect_answer(hub: ServerProcess) -> None:
+    async def main() -> tuple[dict[str, Any], list[str]]:
+        lw = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        await lw.line()
+        lw.send(connect())
+        second = info_of(await lw.line())
+        rest = await lw.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        lw.close()
+        return second, rest
+
+    second, rest = run(main())
+    assert (second["connect_info"], second["remote_account"]) == (True, "APP")
+    assert "nonce" not in second and not second.get("acc_is_sys")
+    assert all(ln.startswith("LS+ ") for ln in rest)
+
+
+def test_authorization_timeout(hub: ServerProcess) -> None:
+    async def main() -> tuple[str, bool]:
+        lw = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        await lw.line()
+        err = await lw.line(timeout=4)
+        return err, await lw.closed()
+
+    assert run(main()) == ("-ERR 'Authentication Timeout'", True)
+
+
+@pytest.mark.parametrize("first", [b"PING\r\n", b"LS+ foo\r\n", connect(password="nope")])
+def test_authorization_violation(hub: ServerProcess, first: bytes) -> None:
+    async def main() -> tuple[str, bool]:
+        lw = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        await lw.line()
+        lw.send(first)
+        err = await lw.line()
+        return err, await lw.closed()
+
+    assert run(main()) == ("-ERR 'Authorization Violation'", True)
+
+
+def test_duplicate_leaf_replaces_the_old_connection(hub: ServerProcess) -> None:
+    async def main() -> tuple[list[str], bool]:
+        old = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        await old.line()
+        old.send(connect("same"))
+        await old.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        new = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
+        await new.line()
+        new.send(connect("same"))
+        await new.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        said = await old.lines_until(lambda ln: ln.startswith("-ERR"))
+        gone = await old.closed()
+        new.send(b"PING\r\n")
+        alive = "PONG" in await new.lines_until(lambda ln: ln == "PONG")
+        new.close()
+        return [said[-1]], gone and alive
+
+    assert run(main()) == (["-ERR 'Duplicate Remote LeafNode Connection'"], True)
