@@ -186,3 +186,67 @@ leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{mid_port}" }}, {{ url: "nats:
         assert leaf_count(hub) >= 1  # the hub keeps its other leafs
 
     run(main())
+
+
+PERMS_HUB = """
+leafnodes {{ port: {leaf_port} }}
+accounts {{ APP {{ users: [
+  {{user: leaf, password: s3cret, permissions: {{ publish: {{ allow: ["up.>"] }}, subscribe: {{ allow: ["down.>"] }} }} }},
+  {{user: app, password: app}}
+] }} }}
+"""
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_leaf_user_permissions_become_import_and_export(hub_kind: str,
+                                                        start_server: Callable[..., ServerProcess]) -> None:
+    """The leaf user's subscribe permission is what the leaf gets, its publish permission what the hub
+    takes from it; the nats-server leaf enforces its side from the `connect_info` INFO, the hub its own."""
+    leaf_port = free_port()
+    hub = start_server(hub_kind, http_port=free_port(), config=PERMS_HUB.format(leaf_port=leaf_port))
+    leaf = start_server("nats-server", config=f"""
+leafnodes {{ remotes: [ {{ url: "nats://leaf:s3cret@127.0.0.1:{leaf_port}" }} ] }}
+""")
+
+    async def main() -> tuple[list[str], list[str]]:
+        await connected(hub)
+        hc = await client(hub)
+        lc = await nats.connect(leaf.url)
+        try:
+            at_leaf: list[str] = []
+            at_hub: list[str] = []
+
+            async def on_leaf(m: Any) -> None:
+                at_leaf.append(m.subject)
+
+            async def on_hub(m: Any) -> None:
+                at_hub.append(m.subject)
+
+            await lc.subscribe("down.>", cb=on_leaf)
+            await lc.subscribe("other.>", cb=on_leaf)
+            await hc.subscribe("up.>", cb=on_hub)
+            await hc.subscribe("side.>", cb=on_hub)
+            for _ in range(100):  # the allowed interest crosses
+                if at_leaf and at_hub:
+                    break
+                await hc.publish("down.probe", b"")
+                await lc.publish("up.probe", b"")
+                await hc.flush()
+                await lc.flush()
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            at_leaf.clear()
+            at_hub.clear()
+            for s in ("down.1", "other.1"):
+                await hc.publish(s, b"")
+            for s in ("up.1", "side.1"):
+                await lc.publish(s, b"")
+            await hc.flush()
+            await lc.flush()
+            await asyncio.sleep(0.5)
+            return at_leaf, at_hub
+        finally:
+            await hc.close()
+            await lc.close()
+
+    assert run(main()) == (["down.1"], ["up.1"])

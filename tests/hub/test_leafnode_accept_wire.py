@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import nats
 import pytest
 
 from tests.hub.test_leafnode_accept import HUBS
@@ -159,3 +160,49 @@ def test_duplicate_leaf_replaces_the_old_connection(hub: ServerProcess) -> None:
         return [said[-1]], gone and alive
 
     assert run(main()) == (["-ERR 'Duplicate Remote LeafNode Connection'"], True)
+
+
+PERMS_CONF = """
+leafnodes { port: %(leaf_port)d }
+accounts { APP { users: [
+  {user: leaf, password: s3cret, permissions: { publish: { allow: ["up.>"] }, subscribe: { allow: ["down.>"] } } },
+  {user: app, password: app}
+] } }
+"""
+
+
+@pytest.fixture(params=HUBS)
+def perms_hub(request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    port = free_port()
+    srv = start_server(request.param, config=PERMS_CONF % {"leaf_port": port})
+    srv.leaf_port = port  # type: ignore[attr-defined]
+    return srv
+
+
+def test_permissions_in_connect_info_and_enforced_by_the_hub(perms_hub: ServerProcess) -> None:
+    """The hub tells the leaf its import/export, delivers only what the leaf may import, and closes a leaf
+    that asks for a literal subject outside it."""
+
+    async def main() -> tuple[Any, ...]:
+        lw = await LeafWire.open(perms_hub.leaf_port)  # type: ignore[attr-defined]
+        await lw.line()
+        lw.send(connect())
+        second = info_of(await lw.line())
+        await lw.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        lw.send(b"LS+ >\r\nPING\r\n")
+        await lw.lines_until(lambda ln: ln == "PONG")
+        nc = await nats.connect(f"nats://app:app@127.0.0.1:{perms_hub.port}")
+        await nc.publish("other.1", b"x")
+        await nc.publish("down.1", b"y")
+        await nc.flush()
+        got = await lw.lines_until(lambda ln: ln.startswith("LMSG"))
+        await nc.close()
+        lw.send(b"LS+ other.lit\r\n")
+        err = await lw.lines_until(lambda ln: ln.startswith("-ERR"))
+        gone = await lw.closed()
+        return second.get("import"), second.get("export"), got[-1], err[-1], gone
+
+    imp, exp, lmsg, err, gone = run(main())
+    assert (imp, exp) == ({"allow": ["down.>"]}, {"allow": ["up.>"]})
+    assert lmsg == "LMSG down.1 1"
+    assert (err, gone) == ("-ERR 'Permissions Violation for Subscription to \"other.lit\"'", True)
