@@ -24,7 +24,7 @@ from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.auth import AuthError, AuthResult, check_password, decode_sig
 from edged.connection import Connection
 from edged.goformat import rtt_text
-from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_prefix, domain_subjects
+from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_prefix, domain_subjects, hub_out_deny
 from edged.leafnode.codec import (
     LDS_PREFIX,
     OP_CONNECT,
@@ -272,9 +272,7 @@ class AcceptedLeafConnection(LeafConnection):
         self.remote_domain = str(c.get("domain") or "")
         if c.get("is_hub"):
             self.is_spoke = True  # the leaf says it is the hub: edged plays the spoke on this link
-        if self.domain and self.remote_domain != self.domain:
-            # the hub denies its own domain's API towards a leaf of another domain (§5.2 step 3)
-            self._out_deny = LOCAL_ONLY_PREFIXES + (self._own_domain_prefix,)
+        self._out_deny = hub_out_deny(self.domain, self.remote_domain)
         if self.domain or self.remote_domain:
             log.info("%s:%d - lid:%d - JetStream using domains: local %r, remote %r", self.host, self.port,
                      self.cid, self.domain, self.remote_domain)

@@ -53,6 +53,11 @@ class LeafWire:
             if pred(ln):
                 return out
 
+    async def dump(self) -> list[str]:
+        """What the server sent up to its PONG to our PING (after a CONNECT: its interest dump)."""
+        self.send(b"PING\r\n")
+        return [ln for ln in await self.lines_until(lambda ln: ln == "PONG") if ln not in ("PING", "PONG")]
+
     def send(self, data: bytes) -> None:
         self.w.write(data)
 
@@ -110,7 +115,7 @@ def test_connect_answer(hub: ServerProcess) -> None:
         await lw.line()
         lw.send(connect())
         second = info_of(await lw.line())
-        rest = await lw.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        rest = await lw.dump()
         lw.close()
         return second, rest
 
@@ -118,6 +123,7 @@ def test_connect_answer(hub: ServerProcess) -> None:
     assert (second["connect_info"], second["remote_account"]) == (True, "APP")
     assert "nonce" not in second and not second.get("acc_is_sys")
     assert all(ln.startswith("LS+ ") for ln in rest)
+    assert len([ln for ln in rest if ln.startswith("LS+ $LDS.")]) == 1
 
 
 def test_authorization_timeout(hub: ServerProcess) -> None:
@@ -147,11 +153,11 @@ def test_duplicate_leaf_replaces_the_old_connection(hub: ServerProcess) -> None:
         old = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
         await old.line()
         old.send(connect("same"))
-        await old.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        await old.dump()
         new = await LeafWire.open(hub.leaf_port)  # type: ignore[attr-defined]
         await new.line()
         new.send(connect("same"))
-        await new.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        await new.dump()
         said = await old.lines_until(lambda ln: ln.startswith("-ERR"))
         gone = await old.closed()
         new.send(b"PING\r\n")
@@ -188,7 +194,7 @@ def test_permissions_in_connect_info_and_enforced_by_the_hub(perms_hub: ServerPr
         await lw.line()
         lw.send(connect())
         second = info_of(await lw.line())
-        await lw.lines_until(lambda ln: ln.startswith("LS+ $LDS."))
+        await lw.dump()
         lw.send(b"LS+ >\r\nPING\r\n")
         await lw.lines_until(lambda ln: ln == "PONG")
         nc = await nats.connect(f"nats://app:app@127.0.0.1:{perms_hub.port}")
@@ -206,3 +212,42 @@ def test_permissions_in_connect_info_and_enforced_by_the_hub(perms_hub: ServerPr
     assert (imp, exp) == ({"allow": ["down.>"]}, {"allow": ["up.>"]})
     assert lmsg == "LMSG down.1 1"
     assert (err, gone) == ("-ERR 'Permissions Violation for Subscription to \"other.lit\"'", True)
+
+
+JS_CONF = """
+jetstream { store_dir: "./js", domain: hub }
+leafnodes { port: %(leaf_port)d }
+accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_hub_keeps_its_api_from_a_leaf_of_another_domain(hub_kind: str,
+                                                        start_server: Callable[..., ServerProcess]) -> None:
+    """A leaf of domain `other` that asks for `$JS.API.>` and `$JS.hub.API.>` gets neither; the hub answers
+    its own client once; the leaf learns where domain hub lives (`LS+ $JS.hub.API...`)."""
+    leaf_port = free_port()
+    hub = start_server(hub_kind, config=JS_CONF % {"leaf_port": leaf_port})
+
+    async def main() -> tuple[Any, ...]:
+        lw = await LeafWire.open(leaf_port)
+        info = info_of(await lw.line())
+        c = json.loads(connect()[8:])
+        c["domain"] = "other"
+        lw.send(b"CONNECT " + json.dumps(c).encode() + b"\r\n")
+        await lw.line()
+        dump = await lw.dump()
+        lw.send(b"LS+ $JS.API.>\r\nLS+ $JS.hub.API.>\r\nLS+ probe\r\nPING\r\n")
+        await lw.lines_until(lambda ln: ln == "PONG")
+        nc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+        a = json.loads((await nc.request("$JS.API.INFO", b"", timeout=2)).data)
+        b = json.loads((await nc.request("$JS.hub.API.INFO", b"", timeout=2)).data)
+        await nc.publish("probe", b"")
+        await nc.flush()
+        seen = await lw.lines_until(lambda ln: ln.startswith("LMSG"))
+        await nc.close()
+        lw.close()
+        return (info.get("domain"), "LS+ $JS.hub.API.STREAM.>" in dump, a.get("domain"), b.get("domain"),
+                [ln for ln in seen if ln.startswith(("LMSG", "HMSG"))])
+
+    assert run(main()) == ("hub", True, "hub", "hub", ["LMSG probe 0"])

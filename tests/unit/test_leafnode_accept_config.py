@@ -74,3 +74,12 @@ def test_connect_that_is_not_json_is_a_protocol_error() -> None:
 ])
 def test_min_version(version: str, minimum: str, ok: bool) -> None:
     assert _version_at_least(version or "0.0.0", minimum) is ok
+
+
+def test_hub_out_deny() -> None:
+    from edged.jetstream.domain import LOCAL_ONLY_PREFIXES, hub_out_deny
+
+    assert hub_out_deny("hub", "leaf") == LOCAL_ONLY_PREFIXES + (b"$JS.hub.API.",)
+    assert hub_out_deny("hub", "") == LOCAL_ONLY_PREFIXES + (b"$JS.hub.API.",)
+    assert hub_out_deny("hub", "hub") == LOCAL_ONLY_PREFIXES  # the leaf extends the hub's domain
+    assert hub_out_deny("", "leaf") == LOCAL_ONLY_PREFIXES
