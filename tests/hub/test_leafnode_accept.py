@@ -304,3 +304,34 @@ def test_seed_configs_with_edged_as_hub(hub_kind: str, leaf_kind: str,
                                         start_server: Callable[..., ServerProcess]) -> None:
     hub, leaf = seed_pair(start_server, hub_kind, leaf_kind)
     assert run(seed_scenario(hub, leaf)) == SEED_EXPECTED
+
+
+# ------------------------------------------------------------------------------------ a chain
+
+MID = """
+server_name: mid
+leafnodes {
+  port: %(mid_leaf_port)d
+  remotes: [ { url: "nats://leaf:s3cret@127.0.0.1:%(top_leaf_port)d", account: APP } ]
+}
+accounts { APP { users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+
+@pytest.mark.parametrize("mid_kind", HUBS)
+def test_chain_top_hub_mid_leaf(mid_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    """nats-server hub <- `mid` <- nats-server leaf: `mid` is a leaf of the top and the hub of the bottom;
+    traffic, requests and queue groups cross both links, with edged or nats-server in the middle."""
+    top_leaf_port, mid_leaf_port = free_port(), free_port()
+    top = start_server("nats-server", config=CORE_HUB % {"leaf_port": top_leaf_port}, http_port=free_port())
+    mid = start_server(mid_kind, config=MID % {"mid_leaf_port": mid_leaf_port, "top_leaf_port": top_leaf_port},
+                       http_port=free_port())
+    bottom = start_server("nats-server", config=CORE_LEAF % {"leaf_port": mid_leaf_port, "user": "leaf",
+                                                             "password": "s3cret"})
+
+    async def main() -> dict[str, Any]:
+        await connected(top)
+        await until(lambda: leaf_count(mid) >= 2, 10, 0.05)  # its link up and the bottom's
+        return await core_scenario(top, bottom)
+
+    assert run(main()) == CORE_EXPECTED
