@@ -202,13 +202,19 @@ def test_bad_credentials_refused(hub_kind: str, start_server: Callable[..., Serv
     run(main())
 
 
+@pytest.mark.parametrize("how", ["stop", "kill -9"])
 @pytest.mark.parametrize("hub_kind", HUBS)
-def test_leaf_comes_back_after_the_hub_restarts(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+def test_leaf_comes_back_after_the_hub_restarts(hub_kind: str, how: str,
+                                                start_server: Callable[..., ServerProcess]) -> None:
     hub, leaf = core_pair(start_server, hub_kind)
 
     async def main() -> dict[str, Any]:
         await connected(hub)
-        hub.restart()
+        if how == "stop":
+            hub.stop()
+        else:
+            hub.kill9()
+        hub.start()
         await connected(hub, timeout=15)
         return await core_scenario(hub, leaf)
 
