@@ -17,6 +17,7 @@ import asyncio
 import json
 import socket
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
@@ -91,7 +92,7 @@ class AcceptedLeafConnection(LeafConnection):
         srv = acceptor.server
         self.acceptor = acceptor
         self.lopts = acceptor.opts
-        self.parser = LeafParser(runs=True)
+        self.parser = LeafParser(max_payload=srv.opts.max_payload, runs=True)
         self.tls_upgrade = tls_upgrade
         self.connected = False  # CONNECT accepted
         self.account: Account = None  # type: ignore[assignment]  # bound by the CONNECT
@@ -283,6 +284,8 @@ class AcceptedLeafConnection(LeafConnection):
         self.send_raw(b"INFO " + _json(self._connect_info(res.permissions)) + b" " + CRLF)
         self._send_interest()
         self._schedule_ping(FIRST_PING)
+        if res.expires_at:
+            self._later(max(0.0, res.expires_at - time.time()), self._expired)
         log.info("%s:%d - lid:%d - Leafnode connection created for account: %s (leaf %r, remote account %r)",
                  self.host, self.port, self.cid, account.name, self.remote_name, self.remote_account)
         js = self.server.jetstream
@@ -292,6 +295,12 @@ class AcceptedLeafConnection(LeafConnection):
             except Exception as e:
                 log.error("JetStream leafnode hook failed for account %s: %s", account.name, e)
         self.flush()
+
+    def _expired(self) -> None:
+        """The user JWT the leaf logged in with has expired (nats-server: authExpired)."""
+        self._log_error("Leafnode User Authentication Expired")
+        self._send_err("User Authentication Expired")
+        self.close("Authentication Expired")
 
     def _authenticate(self, c: dict[str, Any]) -> tuple[AuthResult, Account]:
         """nats-server isLeafNodeAuthorized: the leafnode port's own logins first, else the clients' rules."""

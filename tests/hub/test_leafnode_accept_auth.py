@@ -250,3 +250,31 @@ leafnodes {{ remotes: [ {{ url: "nats://leaf:s3cret@127.0.0.1:{leaf_port}" }} ] 
             await lc.close()
 
     assert run(main()) == (["down.1"], ["up.1"])
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_expiring_user_jwt_closes_the_link(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    import time
+
+    from tests.support.leaf import creds_text, encode_jwt, new_kp
+
+    op = OperatorSetup(tempfile.mkdtemp(prefix="op-"))
+    u = new_kp(nkeys.PREFIX_BYTE_USER)
+    jwt = encode_jwt({"sub": u.public_key.decode(), "name": "short", "exp": int(time.time()) + 3,
+                      "nats": {"type": "user", "version": 2, "pub": {}, "sub": {}, "subs": -1, "data": -1,
+                               "payload": -1}}, op.app)
+    path = f"{op.workdir}/short.creds"
+    with open(path, "w") as f:
+        f.write(creds_text(jwt, u.seed))
+    leaf_port = free_port()
+    hub = start_server(hub_kind, http_port=free_port(),
+                       config=op.hub_config() + f"leafnodes {{ port: {leaf_port} }}\n")
+    leaf = start_server("nats-server", config=f"""
+leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}", credentials: "{path}" }} ] }}
+""")
+
+    async def main() -> None:
+        await connected(hub)
+        await until(lambda: "User Authentication Expired" in leaf.log_tail(20000), 10, 0.1)
+
+    run(main())

@@ -66,7 +66,9 @@ class LeafWire:
             while await asyncio.wait_for(self.r.read(4096), timeout):
                 pass
             return True
-        except (TimeoutError, ConnectionError):
+        except ConnectionError:  # closed with unread data: a reset
+            return True
+        except TimeoutError:
             return False
 
     def close(self) -> None:
@@ -251,3 +253,20 @@ def test_hub_keeps_its_api_from_a_leaf_of_another_domain(hub_kind: str,
                 [ln for ln in seen if ln.startswith(("LMSG", "HMSG"))])
 
     assert run(main()) == ("hub", True, "hub", "hub", ["LMSG probe 0"])
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_maximum_payload(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    leaf_port = free_port()
+    start_server(hub_kind, config=f"max_payload: 1024\nleafnodes {{ port: {leaf_port} }}")
+
+    async def main() -> tuple[str, bool]:
+        lw = await LeafWire.open(leaf_port)
+        await lw.line()
+        lw.send(b'CONNECT {"name":"big","headers":true}\r\n')
+        await lw.dump()
+        lw.send(b"LMSG x 2000\r\n" + b"a" * 2000 + b"\r\n")
+        err = await lw.lines_until(lambda ln: ln.startswith("-ERR"))
+        return err[-1], await lw.closed()
+
+    assert run(main()) == ("-ERR 'Maximum Payload Violation'", True)
