@@ -341,3 +341,60 @@ def test_chain_top_hub_mid_leaf(mid_kind: str, start_server: Callable[..., Serve
         return await core_scenario(top, bottom)
 
     assert run(main()) == CORE_EXPECTED
+
+
+JS_TOP = """
+server_name: top
+jetstream { store_dir: "./js", domain: hub }
+leafnodes { port: %(top_leaf_port)d }
+accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+JS_MID = """
+server_name: mid
+jetstream { store_dir: "./js", domain: edge }
+leafnodes {
+  port: %(mid_leaf_port)d
+  remotes: [ { url: "nats://leaf:s3cret@127.0.0.1:%(top_leaf_port)d", account: APP } ]
+}
+accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
+"""
+
+JS_BOTTOM = """
+server_name: bottom
+jetstream { store_dir: "./js", domain: leaf }
+leafnodes { remotes: [ { url: "nats://leaf:s3cret@127.0.0.1:%(mid_leaf_port)d", account: APP } ] }
+accounts { APP { jetstream: enabled, users: [ {user: app, password: app} ] } }
+"""
+
+
+@pytest.mark.parametrize("mid_kind", HUBS)
+def test_chain_jetstream_domains(mid_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    """Every domain of hub <- mid <- leaf is reachable from both ends through `$JS.<domain>.API`."""
+    ports = {"top_leaf_port": free_port(), "mid_leaf_port": free_port()}
+    top = start_server("nats-server", config=JS_TOP % ports, http_port=free_port())
+    mid = start_server(mid_kind, config=JS_MID % ports, http_port=free_port())
+    bottom = start_server("nats-server", config=JS_BOTTOM % ports)
+
+    async def main() -> list[str | None]:
+        await connected(top)
+        await until(lambda: leaf_count(mid) >= 2, 10, 0.05)
+        tc, bc = await client(top), await client(bottom)
+        out: list[str | None] = []
+        try:
+            for nc in (tc, bc):
+                for domain in ("hub", "edge", "leaf"):
+                    for _ in range(50):
+                        try:
+                            out.append((await nc.jetstream(domain=domain).account_info()).domain)
+                            break
+                        except Exception:
+                            await asyncio.sleep(0.1)
+                    else:
+                        out.append(None)
+            return out
+        finally:
+            await tc.close()
+            await bc.close()
+
+    assert run(main()) == ["hub", "edge", "leaf"] * 2
