@@ -42,6 +42,7 @@ from edged.leafnode.codec import (
     ls_plus,
 )
 from edged.leafnode.connection import LeafConnection
+from edged.listener import Listener
 from edged.log import TRACE, log
 from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Subscription
@@ -480,8 +481,6 @@ class LeafAcceptor:
         self.listener: Any = None
 
     def start(self) -> None:
-        from edged.server import Listener
-
         o = self.opts
         tls = o.tls
         handshake_first = tls is not None and tls.handshake_first
