@@ -839,6 +839,10 @@ def _leafnodes(cx: _Ctx, m: Any, key: str) -> None:
             _leaf_authorization(cx, b, k, ln)
         elif lk == "tls":
             ln.tls = _tls_block(cx, b, k)
+            if ln.tls.verify_and_map:
+                cx.warn(b, k, "leafnodes tls verify_and_map is not supported: leafs log in with CONNECT credentials")
+            if ln.tls.handshake_first_fallback:
+                cx.warn(b, k, "leafnodes tls handshake_first with a fallback delay is not supported: TLS comes first")
         elif lk in ("compression", "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout"):
             cx.warn(b, k, f"leafnodes {k} is not supported and is ignored")
             if lk == "compression":

@@ -83,3 +83,10 @@ def test_hub_out_deny() -> None:
     assert hub_out_deny("hub", "") == LOCAL_ONLY_PREFIXES + (b"$JS.hub.API.",)
     assert hub_out_deny("hub", "hub") == LOCAL_ONLY_PREFIXES  # the leaf extends the hub's domain
     assert hub_out_deny("", "leaf") == LOCAL_ONLY_PREFIXES
+
+
+def test_tls_settings_not_supported_on_the_leafnode_port_are_reported() -> None:
+    o = options_from_text('leafnodes { port: 7422, tls { cert_file: "c", key_file: "k", verify_and_map: true, '
+                          'handshake_first: "300ms" } }')
+    assert [w.key for w in o.warnings] == ["tls", "tls"]
+    assert "verify_and_map" in o.warnings[0].message and "fallback" in o.warnings[1].message
