@@ -398,3 +398,20 @@ def test_chain_jetstream_domains(mid_kind: str, start_server: Callable[..., Serv
             await bc.close()
 
     assert run(main()) == ["hub", "edge", "leaf"] * 2
+
+
+def test_each_nats_server_version_as_a_leaf_of_edged(hub_bin: str, start_hub: Callable[..., Any],
+                                                     start_server: Callable[..., ServerProcess]) -> None:
+    """nats-server 2.15 and 2.10 leafs on edged's leafnode port (the Hub fixture runs the leaf: it opens a
+    leafnode port of its own, unused, and solicits edged)."""
+    leaf_port = free_port()
+    edged_hub = start_server("edged", config=CORE_HUB % {"leaf_port": leaf_port}, http_port=free_port())
+    remote = f'remotes: [ {{ url: "nats://leaf:s3cret@127.0.0.1:{leaf_port}", account: APP }} ]'
+    leaf = start_hub(hub_bin, f"leafnodes {{ port: $LEAF_PORT, {remote} }}\n"
+                              "accounts { APP { users: [ {user: app, password: app} ] } }\n")
+
+    async def main() -> dict[str, Any]:
+        await connected(edged_hub)
+        return await core_scenario(edged_hub, leaf)
+
+    assert run(main()) == CORE_EXPECTED
