@@ -415,3 +415,35 @@ def test_each_nats_server_version_as_a_leaf_of_edged(hub_bin: str, start_hub: Ca
         return await core_scenario(edged_hub, leaf)
 
     assert run(main()) == CORE_EXPECTED
+
+
+async def jsz_report(proc: ServerProcess) -> list[tuple[str, str]]:
+    """The seed's `nats server report jetstream` as the system account user: every server's JSZ answer."""
+    nc = await client(proc, "admin", "admin")
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish("$SYS.REQ.SERVER.PING.JSZ", b"", reply=inbox)
+        got: list[tuple[str, str]] = []
+        try:
+            while True:
+                d = json.loads((await sub.next_msg(timeout=1)).data)
+                got.append((d["server"]["name"], d["data"]["config"]["domain"]))
+        except nats.errors.TimeoutError:
+            pass
+        return sorted(got)
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", [("nats-server", "nats-server"), ("edged", "nats-server"),
+                                                ("edged", "edged")])
+def test_seed_server_report_over_the_system_account_link(hub_kind: str, leaf_kind: str,
+                                                         start_server: Callable[..., ServerProcess]) -> None:
+    hub, leaf = seed_pair(start_server, hub_kind, leaf_kind)
+
+    async def main() -> list[list[tuple[str, str]]]:
+        await connected(hub, 2, 15)
+        return [await jsz_report(hub), await jsz_report(leaf)]
+
+    assert run(main()) == [[("hub-server", "hub"), ("leaf-server", "leaf")]] * 2
