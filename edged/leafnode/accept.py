@@ -454,8 +454,6 @@ class AcceptedLeafConnection(LeafConnection):
             **self.stats(),
             "compression": "off",
         }
-        if self.remote_cluster:
-            d["cluster"] = self.remote_cluster
         if subs:
             d["subscriptions_list"] = [s.subject for s in self.subs.values()]
         return d
@@ -582,5 +580,5 @@ class LeafAcceptor:
         o = self.opts
         return {"host": o.host or "0.0.0.0", "port": self.port,
                 "auth_timeout": o.effective_auth_timeout(),
-                "tls_timeout": o.tls.timeout if o.tls is not None else 0,
+                "tls_timeout": o.tls.timeout if o.tls is not None and o.tls.timeout else 2.0,
                 "tls_required": o.tls is not None, "tls_verify": bool(o.tls is not None and o.tls.verify)}

@@ -180,9 +180,13 @@ def test_leafz_and_varz_show_the_accepted_leaf(hub_kind: str, start_server: Call
         lz = monitor(hub, "/leafz")
         vz = monitor(hub, "/varz")
         (lf,) = lz["leafs"]
-        return (lz["leafnodes"], lf["name"], lf["account"], lf["is_spoke"], vz["leafnodes"], vz["leaf"]["port"])
+        return (lz["leafnodes"], lf["name"], lf["account"], lf["is_spoke"], vz["leafnodes"], vz["leaf"]["port"],
+                sorted(lf), sorted(vz["leaf"]))
 
-    assert run(main()) == (1, "leaf1", "APP", False, 1, hub.leaf_port)  # type: ignore[attr-defined]
+    fields = ["account", "compression", "id", "in_bytes", "in_msgs", "ip", "is_spoke", "name", "out_bytes",
+              "out_msgs", "port", "rtt", "subscriptions"]
+    assert run(main()) == (1, "leaf1", "APP", False, 1, hub.leaf_port,  # type: ignore[attr-defined]
+                           fields, ["auth_timeout", "host", "port", "tls_timeout"])
 
 
 @pytest.mark.parametrize("hub_kind", HUBS)
