@@ -282,3 +282,21 @@ leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}", credentials: "{p
         await until(lambda: "User Authentication Expired" in leaf.log_tail(20000), 10, 0.1)
 
     run(main())
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_leafs_without_credentials_bound_to_the_configured_account(hub_kind: str,
+                                                                   start_server: Callable[..., ServerProcess]) -> None:
+    """No logins anywhere: `leafnodes { authorization { account } }` binds every leaf to that account."""
+    leaf_port = free_port()
+    hub = start_server(hub_kind, http_port=free_port(), config=f"""
+leafnodes {{ port: {leaf_port}, authorization {{ account: APP }} }}
+accounts {{ APP {{ }} }}
+""")
+    start_server("nats-server", config=f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}" }} ] }}')
+
+    async def main() -> str:
+        await connected(hub)
+        return str(monitor(hub, "/leafz")["leafs"][0]["account"])
+
+    assert run(main()) == "APP"
