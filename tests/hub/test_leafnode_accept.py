@@ -451,3 +451,23 @@ def test_seed_server_report_over_the_system_account_link(hub_kind: str, leaf_kin
         return [await jsz_report(hub), await jsz_report(leaf)]
 
     assert run(main()) == [[("hub-server", "hub"), ("leaf-server", "leaf")]] * 2
+
+
+@pytest.mark.parametrize("hub_kind", HUBS)
+def test_remote_that_declares_itself_the_hub(hub_kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    """A remote with `hub: true` takes the hub role on the link it solicits; the accepting side is then
+    its spoke (`is_spoke: true` in /leafz); traffic still flows both ways."""
+    leaf_port = free_port()
+    acceptor = start_server(hub_kind, config=CORE_HUB % {"leaf_port": leaf_port}, http_port=free_port())
+    solicitor = start_server("nats-server", config=f"""
+server_name: leaf1
+leafnodes {{ remotes: [ {{ url: "nats://leaf:s3cret@127.0.0.1:{leaf_port}", account: APP, hub: true }} ] }}
+accounts {{ APP {{ users: [ {{user: app, password: app}} ] }} }}
+""")
+
+    async def main() -> tuple[Any, ...]:
+        await connected(acceptor)
+        out = await core_scenario(acceptor, solicitor)
+        return out["down"], out["up"], out["req"], monitor(acceptor, "/leafz")["leafs"][0]["is_spoke"]
+
+    assert run(main()) == (CORE_EXPECTED["down"], CORE_EXPECTED["up"], CORE_EXPECTED["req"], True)
