@@ -170,7 +170,8 @@ class Account:
     ) -> bool:
         """Deliver to every plain subscriber and one member of each queue group. True if anyone got it.
         `queues` (a message from a remote server, which names the queue groups it is for): only those
-        groups get it, and never through a member behind a remote connection."""
+        groups get it, through a local member if there is one, else through a member behind another
+        leafnode connection (never back to the one it came from), as nats-server's processMsgResults."""
         psubs, qgroups = self.sublist.match(subject)
         if not psubs and not qgroups:
             return False
@@ -190,7 +191,7 @@ class Account:
             qgroups = [g for g in qgroups if g[0].queue is not None and
                        g[0].queue.encode("utf-8", "surrogateescape") in queues]
         for group in qgroups:
-            sub = pick_queue_member(group, origin, echo, queues is None)
+            sub = pick_queue_member(group, origin, echo)
             if sub is not None:
                 conn = sub.conn
                 conn.deliver(sub, subject_b, reply_b, hdr, payload)
@@ -222,7 +223,7 @@ class Account:
             if sub.max and sub.delivered >= sub.max:
                 conn.auto_unsubscribe(sub)
         for group in qgroups:
-            sub = pick_queue_member(group, origin, echo, queues is None)
+            sub = pick_queue_member(group, origin, echo)
             if sub is not None:
                 conn = sub.conn
                 conn.deliver_routed(sub, routed_b, subject_b, reply_b, hdr, payload)
@@ -332,8 +333,8 @@ def run_receivers(psubs: tuple, origin: Any, skip_origin: bool, n: int, run_byte
 
 def pick_queue_member(group: tuple, origin: Any, echo: bool, remote_ok: bool = True) -> Subscription | None:
     """One member of a queue group, at random; local members win over remote (leafnode) ones, as in
-    nats-server, so a group spread over edge and hub is served at the edge while it can be. A message
-    that came from a remote server never goes to a remote member (`remote_ok` False)."""
+    nats-server, so a group spread over edge and hub is served at the edge while it can be. With
+    `remote_ok` False a remote member is never picked."""
     n = len(group)
     i = int(random.random() * n) if n > 1 else 0
     remote = None

@@ -27,6 +27,7 @@ from edged.options import (
     Export,
     JetStreamAccountLimits,
     LeafNodeOpts,
+    LeafUser,
     MapDest,
     Mapping,
     MQTTOpts,
@@ -882,13 +883,27 @@ def _leafnodes(cx: _Ctx, m: Any, key: str) -> None:
             ln.reconnect = cx.duration(b, k)
         elif lk == "dial_timeout":
             dial_timeout = cx.duration(b, k)
-        elif lk in ("port", "listen", "host", "net", "advertise", "leafnode_advertise", "no_advertise",
-                    "authorization", "min_version", "minimum_version"):
-            cx.warn(b, k, "the leafnode accept side is not supported (edged only connects out to hubs)")
-            if lk == "authorization":
-                _check_keys(cx, b, k, _LEAF_AUTHZ)
+        elif lk == "port":
+            ln.port = _port(cx, b, k)
+        elif lk in ("host", "net"):
+            ln.host = cx.str_(b, k)
+        elif lk == "listen":
+            ln.host, ln.port = _host_port(cx, b, k)
+        elif lk in ("advertise", "leafnode_advertise"):
+            ln.advertise = cx.str_(b, k)
+        elif lk == "no_advertise":
+            ln.no_advertise = cx.bool_(b, k)
+        elif lk in ("min_version", "minimum_version"):
+            ln.min_version = cx.str_(b, k)
+        elif lk == "authorization":
+            _check_keys(cx, b, k, _LEAF_AUTHZ)
+            _leaf_authorization(cx, b, k, ln)
         elif lk == "tls":
             ln.tls = _tls_block(cx, b, k)
+            if ln.tls.verify_and_map:
+                cx.warn(b, k, "leafnodes tls verify_and_map is not supported: leafs log in with CONNECT credentials")
+            if ln.tls.handshake_first_fallback:
+                cx.warn(b, k, "leafnodes tls handshake_first with a fallback delay is not supported: TLS comes first")
         elif lk in ("compression", "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout"):
             cx.warn(b, k, f"leafnodes {k} is not supported and is ignored")
             if lk == "compression":
@@ -900,6 +915,38 @@ def _leafnodes(cx: _Ctx, m: Any, key: str) -> None:
             if "dial_timeout" not in raw:
                 r.dial_timeout = dial_timeout
     cx.opts.leafnodes = ln
+
+
+def _leaf_authorization(cx: _Ctx, m: Any, key: str, ln: LeafNodeOpts) -> None:
+    """The leafnode port's own logins (nats-server parseLeafAuthorization): one user, one nkey, or a
+    `users` list, each bound to an account; without them leafs log in like clients."""
+    a = cx.map_(m, key)
+    for k in a:
+        lk = k.lower()
+        if lk in ("user", "username"):
+            ln.username = cx.str_(a, k)
+        elif lk in ("pass", "password"):
+            ln.password = cx.str_(a, k)
+        elif lk == "nkey":
+            ln.nkey = cx.str_(a, k)
+        elif lk == "account":
+            ln.account = cx.str_(a, k)
+        elif lk == "timeout":
+            v = a[k]  # seconds, as a number (nats-server reads no duration here)
+            ln.auth_timeout = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else cx.duration(a, k)
+        elif lk == "users":
+            arr = cx.list_(a, k)
+            for i, u in enumerate(arr):
+                if not isinstance(u, dict):
+                    raise cx.err(arr, i, "leafnode user: expected a block")
+                name = str(u.get("user", u.get("username", "")))
+                pw = str(u.get("password", u.get("pass", "")))
+                ln.users.append(LeafUser(name, pw, str(u.get("account", ""))))
+        elif lk == "proxy_required":
+            cx.warn(a, k, "leafnode authorization proxy_required is not supported and is ignored")
+    if ln.users and ln.username:
+        raise cx.err(m, key, "can not have a single user/pass and a users array")
+    ln.authorization = dict(a)
 
 
 def _remote(cx: _Ctx, arr: Any, index: int, r: Any) -> RemoteLeafOpts:

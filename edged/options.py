@@ -174,13 +174,39 @@ class RemoteLeafOpts:
 
 
 @dataclass
+class LeafUser:
+    """One entry of `leafnodes { authorization { users: [...] } }`: a leaf login bound to an account."""
+
+    username: str
+    password: str
+    account: str = ""
+
+
+@dataclass
 class LeafNodeOpts:
     host: str = ""
-    port: int = 0  # accept side (not used by edged yet)
+    port: int = 0  # accept side: 0 = no leafnode port, -1 = any free port
+    advertise: str = ""
+    no_advertise: bool = False
     remotes: list[RemoteLeafOpts] = field(default_factory=list)
     reconnect: float = 1.0
     tls: TLSConfig | None = None
     authorization: dict[str, Any] | None = None
+    # accept side `authorization { user, password, nkey, account, timeout, users }`
+    username: str = ""
+    password: str = ""
+    nkey: str = ""
+    account: str = ""
+    auth_timeout: float = 0.0  # 0 = default (2 s, or TLS timeout + 1 s with TLS)
+    users: list[LeafUser] = field(default_factory=list)
+    min_version: str = ""
+
+    def effective_auth_timeout(self) -> float:
+        if self.auth_timeout > 0:
+            return self.auth_timeout
+        if self.tls is not None:
+            return self.tls.timeout + 1.0
+        return DEFAULT_AUTH_TIMEOUT
 
 
 @dataclass

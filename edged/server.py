@@ -11,7 +11,6 @@ import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import nkeys
@@ -22,25 +21,10 @@ from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
 from edged.connection import Connection
 from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
+from edged.listener import Listener
 from edged.log import log
 from edged.options import Options, Permissions
 from edged.receiver import ReadContext
-
-
-@dataclass
-class Listener:
-    """A front door: where it listens and what it makes of each accepted socket. The NATS client port is
-    one; other front doors (MQTT, WebSocket in bridges/) are registered from the composition root
-    (edged/app.py) with `Server.add_listener`, so the server never imports them."""
-
-    name: str  # what the log calls its connections: "client", "mqtt", "websocket"
-    host: str
-    port: int  # 0 or -1: any free port
-    factory: Callable[[], asyncio.BaseProtocol]
-    ssl: ssl.SSLContext | None = None
-    ssl_handshake_timeout: float | None = None
-    bound_port: int = 0  # the port it listens on, once started
-    server: asyncio.base_events.Server | None = field(default=None, repr=False)
 
 
 def _server_id() -> str:
@@ -96,7 +80,7 @@ class Server:
 
             self.jetstream = JetStream(self)
             self.services.append(self.jetstream)
-        if opts.leafnodes is not None and opts.leafnodes.remotes:
+        if opts.leafnodes is not None and (opts.leafnodes.remotes or opts.leafnodes.port):
             from edged.leafnode.remote import LeafNodeManager
 
             self.leafnodes = LeafNodeManager(self)

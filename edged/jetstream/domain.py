@@ -70,3 +70,11 @@ def leaf_domain_problem(enabled: bool, domain: str, hub_info: dict[str, Any], ac
                 f"would answer each other's requests. Use a different domain; not connecting account "
                 f"{account!r}")
     return ""
+
+
+def hub_out_deny(domain: str, leaf_domain: str) -> tuple[bytes, ...]:
+    """Subject prefixes a hub never sends to a leaf (§5.2, nats-server addLeafNodeConnection): the local
+    API, and the hub's own domain API when the leaf runs another domain (it must not answer for it)."""
+    if domain and leaf_domain != domain:
+        return LOCAL_ONLY_PREFIXES + (api_prefix(domain).encode(),)
+    return LOCAL_ONLY_PREFIXES

@@ -24,6 +24,7 @@ OP_ERROR = 9  # (OP_ERROR, text): protocol violation, the parser is dead
 # (OP_LMSGS, subject, reply, [payload, ...]): consecutive plain LMSGs (no queues, no headers) with one subject
 # and reply, only from a parser made with runs=True; the connection matches and checks once per run
 OP_LMSGS = 10
+OP_CONNECT = 11  # (OP_CONNECT, dict): what a soliciting leaf sends to edged's leafnode port
 
 _PING_EV = (OP_PING,)
 _PONG_EV = (OP_PONG,)
@@ -37,7 +38,8 @@ def _size(b: bytes) -> int:
 
 
 class LeafParser(Framer):
-    """Incremental parser for what a hub sends on a leafnode connection. With `runs`, plain LMSGs that
+    """Incremental parser for what the peer sends on a leafnode connection (a hub, or a leaf that
+    connects to edged: then CONNECT too). With `runs`, plain LMSGs that
     follow one another with the same subject and reply come out as one OP_LMSGS event."""
 
     __slots__ = ("runs", "_lines")
@@ -189,6 +191,15 @@ class LeafParser(Framer):
                 append((OP_ERR, text))
             elif word == b"+OK":
                 append(_OK_EV)
+            elif word == b"CONNECT":
+                sp = line.find(b" ")
+                try:
+                    connect = json.loads(line[sp + 1:]) if sp > 0 else None
+                except ValueError:
+                    connect = None
+                if not isinstance(connect, dict):
+                    return self._fail(events, "Unknown Protocol Operation")
+                append((OP_CONNECT, connect))
             else:
                 return self._fail(events, "Unknown Protocol Operation")
         self._buf = buf[pos:] if pos < n else b""

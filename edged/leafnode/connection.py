@@ -64,6 +64,7 @@ class LeafConnection(Connection):
     kind = KIND_LEAF
     echo = False  # hub messages are never routed back to the hub
     headers = True
+    is_spoke = True  # this side solicited the link (edged/leafnode/accept.py has the hub side)
 
     def __init__(self, link: RemoteLink, url: LeafURL, tls_done: bool) -> None:
         super().__init__(link.server)
@@ -358,10 +359,15 @@ class LeafConnection(Connection):
     # -------------------------------------------------------------------------- local interest -> hub
 
     def _may_advertise(self, sub: Subscription) -> bool:
-        if sub.conn.kind == KIND_LEAF:
-            return False  # interest learned from a hub is never re-advertised (spoke semantics)
         subject = sub.subject
-        if subject.startswith(LDS_PREFIX):
+        if sub.conn.kind == KIND_LEAF:
+            # interest learned from a hub is never re-advertised (spoke semantics); a leaf that connects to
+            # edged is local interest, its loop detection subject included (nats-server updateSmap)
+            if sub.conn.is_spoke:
+                return False
+            if subject.startswith(LDS_PREFIX):
+                return True
+        elif subject.startswith(LDS_PREFIX):
             return False
         if any(subject_is_subset(subject, d) for d in LOCAL_ONLY):
             return False

@@ -1,6 +1,6 @@
 """Leafnode remotes: each configured remote kept connected for as long as edged runs, exactly as a
 nats-server leaf keeps its remotes (reconnect forever, discovered URLs, loop and domain rules), and the
-manager of them all, a server service."""
+manager of them all, a server service, which also runs the leafnode port (edged/leafnode/accept.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from edged.goformat import rfc3339
 from edged.jetstream.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf_domain_problem
+from edged.leafnode.accept import LeafAcceptor
 from edged.leafnode.codec import LDS_PREFIX
 from edged.leafnode.connection import LeafConnection
 from edged.leafnode.dialing import LeafURL, is_ip, parse_leaf_url, tcp_connect
@@ -296,6 +297,8 @@ class LeafNodeManager:
                 log.info("Leafnode remote #%d is disabled", i + 1)
                 continue
             self.links.append(RemoteLink(self, i, r))
+        # edged as a hub: the leafnode port, when configured
+        self.acceptor: LeafAcceptor | None = LeafAcceptor(self) if lo.port else None
 
     def lds_for(self, account: str) -> str:
         s = self._lds.get(account)
@@ -305,18 +308,26 @@ class LeafNodeManager:
         return s
 
     async def start(self) -> None:
+        if self.acceptor is not None:
+            self.acceptor.start()
         for link in self.links:
             log.info("Leafnode remote for account %s: %s", link.account.name,
                      ", ".join(u.redacted() for u in link.urls))
             link.start()
 
     async def stop(self) -> None:
+        if self.acceptor is not None:
+            self.acceptor.stop()
         for link in self.links:
             await link.stop()
 
     @property
     def connections(self) -> list[LeafConnection]:
-        return [lk.conn for lk in self.links if lk.is_connected and lk.conn is not None]
+        """Every leafnode connection that is up: solicited links to hubs, then leafs accepted as their hub."""
+        conns = [lk.conn for lk in self.links if lk.is_connected and lk.conn is not None]
+        if self.acceptor is not None:
+            conns += self.acceptor.connections
+        return conns
 
     def all_connected(self) -> bool:
         return all(lk.is_connected for lk in self.links)
@@ -353,7 +364,11 @@ class LeafNodeManager:
                 "connected": lk.is_connected,
                 "last_error": lk.last_error,
             })
-        return {"host": self.opts.host, "port": self.opts.port, "remotes": remotes}
+        d: dict[str, Any] = {"host": self.opts.host, "port": self.opts.port}
+        if self.acceptor is not None:
+            d.update(self.acceptor.varz())
+        d["remotes"] = remotes
+        return d
 
     def healthz(self) -> tuple[bool, str]:
         """(ok, error): not ok while a configured remote is down; edged keeps serving locally meanwhile."""

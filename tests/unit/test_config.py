@@ -58,13 +58,12 @@ def test_seed_leaf_conf() -> None:
     assert o.config_file == str((SEEDS / "leaf.conf").resolve())
 
 
-def test_seed_hub_conf_warns_about_the_accept_side() -> None:
+def test_seed_hub_conf_opens_the_leafnode_port() -> None:
     o = load_options(str(SEEDS / "hub.conf"))
     assert o.jetstream.domain == "hub" and o.port == 4222 and o.jetstream.store_dir == "./store_server"
     assert {a.name for a in o.accounts} == {"SYS", "ACC"}  # from the include
-    assert warning_keys(o) == ["port"]
-    assert "accept side" in o.warnings[0].message
-    assert o.warnings[0].where.endswith("hub.conf:8:5")
+    assert o.leafnodes is not None and o.leafnodes.port == 7422 and not o.leafnodes.remotes
+    assert o.warnings == []
 
 
 def test_seed_cross_account_exports_and_imports() -> None:
