@@ -90,6 +90,7 @@ class AcceptedLeafConnection(LeafConnection):
         # not LeafConnection.__init__: that one is made for a configured remote; the state it sets up is
         # set here from the CONNECT instead
         Connection.__init__(self, acceptor.server)
+        self._delivery_state()
         srv = acceptor.server
         self.acceptor = acceptor
         self.lopts = acceptor.opts
@@ -117,9 +118,6 @@ class AcceptedLeafConnection(LeafConnection):
         self._own_domain_prefix = own
         self._in_special = (own,) if own else ()
         self._out_deny: tuple[bytes, ...] = LOCAL_ONLY_PREFIXES
-        self._last_subject = self._last_reply = self._last_hdr = self._last_payload = None
-        self._last_subs: tuple[Subscription, ...] = ()
-        self._last_idx = 0
         self.extra_delay = 0.0
         self.error = ""
         self._listening = False
@@ -127,14 +125,7 @@ class AcceptedLeafConnection(LeafConnection):
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
-    def connection_made(self, transport: Any) -> None:
-        if self.transport is not None:
-            self.transport = transport  # start_tls hands over the TLS transport
-            return
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.host, self.port = peer[0], peer[1]
+    def _connected(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:

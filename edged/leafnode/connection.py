@@ -68,6 +68,7 @@ class LeafConnection(Connection):
 
     def __init__(self, link: RemoteLink, url: LeafURL, tls_done: bool) -> None:
         super().__init__(link.server)
+        self._delivery_state()
         self.link = link
         self.account: Account = link.account
         self.url = url
@@ -85,15 +86,6 @@ class LeafConnection(Connection):
         self.export = AllowDenyFilter(None, link.remote.deny_exports)
         self.import_ = AllowDenyFilter(None, link.remote.deny_imports)
         self._own_domain_prefix = link.own_domain_prefix
-        # the last message written, to merge further deliveries of the same router pass (see deliver)
-        self._last_subject: bytes | None = None
-        self._last_reply: bytes | None = None
-        self._last_hdr: bytes | None = None
-        self._last_payload: bytes | None = None
-        self._last_subs: tuple[Subscription, ...] = ()
-        self._last_idx = 0
-        # the last JetStream delivery's reply, subject and `reply@subject` (see deliver_routed)
-        self._at_reply = self._at_subject = self._at_encoded = b""
         self._exp: AllowDenyFilter | None = None
         self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
         own = link.own_domain_prefix
@@ -105,6 +97,19 @@ class LeafConnection(Connection):
         self.port = url.port
         self.closed_fut: asyncio.Future[None] = self.server.loop.create_future()
         self._listening = False
+
+    def _delivery_state(self) -> None:
+        """The state of the delivery path (deliver, deliver_routed, backlogged), whichever side made the
+        link: both kinds of leafnode connection set it up here."""
+        # the last message written, to merge further deliveries of the same router pass (see deliver)
+        self._last_subject: bytes | None = None
+        self._last_reply: bytes | None = None
+        self._last_hdr: bytes | None = None
+        self._last_payload: bytes | None = None
+        self._last_subs: tuple[Subscription, ...] = ()
+        self._last_idx = 0
+        # the last JetStream delivery's reply, subject and `reply@subject` (see deliver_routed)
+        self._at_reply = self._at_subject = self._at_encoded = b""
         self._drain_waiters: dict[Callable[[], None], None] = {}  # see backlogged (a dict: once each, in order)
 
     # -------------------------------------------------------------------------- asyncio callbacks
