@@ -17,8 +17,13 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
+# the pipeline's tests run Spark, which needs a Java 17 runtime: Debian's, installed when `java` is missing
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,spark]'
+	@command -v java >/dev/null 2>&1 || { \
+		echo "java not found: installing openjdk-17-jre-headless (Spark needs it)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openjdk-17-jre-headless; }
 	touch $@
 
 venv: $(VENV)/.installed
@@ -33,8 +38,8 @@ test: $(VENV)/.installed-test
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 -q -m '' $(RERUNS) $(PYTEST_ARGS)
 
-$(VENV)/.installed-bench: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test,speed]'
+$(VENV)/.installed-bench: $(VENV)/.installed-test pyproject.toml
+	$(BIN)/pip install -q -e '.[test,spark,speed]'
 	touch $@
 
 # benchmarks run with uvloop (extra `speed`), as a production install would

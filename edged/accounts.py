@@ -1,115 +1,38 @@
 """Accounts and the router.
 
 An account is an isolated subject space: its own sublist. Routing knows no protocol: every receiver
-(a NATS client, a leafnode, an MQTT session, an internal service such as JetStream) is a `Receiver`
-with a `deliver()` method, and a `Subscription` ties a receiver to a subject.
+(a NATS client, a leafnode, an MQTT session, an internal service such as JetStream) is a
+`edged.receiver.Receiver`, and a `Subscription` ties a receiver to a subject. The router calls nothing
+the contract in edged/receiver.py does not declare.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from edged.log import log
 from edged.options import AccountConfig
+from edged.receiver import KIND_LEAF, KIND_SYSTEM, ReadContext, Receiver, Subscription
 from edged.sublist import Sublist
 
 GLOBAL_ACCOUNT = "$G"
 SYSTEM_ACCOUNT = "$SYS"
 
 
-class Receiver(Protocol):
-    echo: bool
-
-    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
-        ...
-
-    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
-        """Can `deliver_run` take n messages of run_bytes (payloads and subject/reply per message) with no
-        effect before its end (no flush, no close)?"""
-        ...
-
-    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
-        """`deliver` for each header-less payload in turn, in one call."""
-        ...
-
-
-class Subscription:
-    __slots__ = ("subject", "queue", "sid", "sid_b", "conn", "max", "delivered", "closed", "weight")
-
-    def __init__(self, conn: Any, subject: str, queue: str | None, sid: str) -> None:
-        self.conn = conn
-        self.subject = subject
-        self.queue = queue
-        self.sid = sid
-        self.sid_b = sid.encode()
-        self.max = 0
-        self.delivered = 0
-        self.closed = False
-        self.weight = 1
-
-    def __repr__(self) -> str:
-        return f"<Subscription {self.subject!r} q={self.queue!r} sid={self.sid}>"
-
-
 MsgCallback = Callable[[Subscription, str, str, "bytes | None", bytes], None]
 
 
-class Deferred:
-    """Work that may wait until the client read being processed has had its output written: a
-    JetStream consumer queues the plain acks of a read here, so the messages a pull request in the
-    same read asks for go out first (nats-server, too, processes acks apart from pull requests).
-    Anything that could observe the deferred work runs `run()` first: every internal subscriber that
-    is not `passive` does so on delivery. `active` is set by the client connection around a read."""
-
-    active = False
-    work: list[Callable[[], None]] = []
-    # the client connection whose read is being processed (set with `active`): the JetStream API audit
-    # advisory names the client a request came from, as nats-server's does
-    origin: Any = None
-
-    @classmethod
-    def run(cls) -> None:
-        """Run all queued work; one failing item is logged and does not drop the others."""
-        while cls.work:
-            work, cls.work = cls.work, []
-            for fn in work:
-                try:
-                    fn()
-                except Exception:
-                    log.exception("deferred work failed")
-
-
-class Declined:
-    """A request that reached only a receiver that turned it down: a consumer subscribes to
-    `$JS.ACK.<stream>.<consumer>.>` (one memo entry routes all its acks) where nats-server takes exactly
-    nine tokens, so an ack subject of another shape reaches nobody there and a request gets "no
-    responders". The receiver notes (subject, reply) while it is being routed; the publishing client
-    checks it only for a delivered request, so plain acks pay nothing."""
-
-    last: tuple[str, str] | None = None
-
-    @classmethod
-    def take(cls, subject: str, reply: str) -> bool:
-        """Was this request (just routed) turned down? Clears the note either way."""
-        last, cls.last = cls.last, None
-        return last is not None and last[0] == subject and last[1] == reply
-
-
-def _no(sub: Subscription) -> bool:
-    return False
-
-
-class InternalClient:
+class InternalClient(Receiver):
     """A receiver for in-process services; callbacks run inline on the event loop."""
 
     echo = True
-    kind = "SYSTEM"
+    kind = KIND_SYSTEM
     headers = True
 
     def __init__(self, account: Account, name: str = "internal") -> None:
         self.account = account
+        self.reading = account.reading
         self.name = name
         self._sid = 0
         self.subs: dict[str, tuple[Subscription, MsgCallback]] = {}
@@ -121,10 +44,11 @@ class InternalClient:
                   empties: Callable[[Subscription, list[bytes]], None] | None = None,
                   replies: Callable[[Subscription, str, list[bytes], list[bytes]], None] | None = None,
                   ) -> Subscription:
-        """`passive`: the callback itself deals with `Deferred` work (runs it when it needs to); any
-        other callback only runs once the deferred work is done. `empties`: takes a run of empty,
-        header-less, reply-less messages (their subjects, bytes) in one call (see `Account.route_empties`);
-        it must do exactly what `cb` would do for each in turn."""
+        """`passive`: the callback itself deals with the read's deferred work (`ReadContext.defer`: runs it
+        when it needs to); any other callback only runs once the deferred work is done. `empties`: takes a
+        run of empty, header-less, reply-less messages (their subjects, bytes) in one call (see
+        `Account.route_empties`); it must do exactly what `cb` would do for each in turn. `replies`: the
+        same for runs of header-less messages to one subject, each with its own reply."""
         self._sid += 1
         sub = Subscription(self, subject, queue, str(self._sid))
         self.subs[sub.sid] = (sub, cb)
@@ -165,8 +89,8 @@ class InternalClient:
     def _delivering(self, sub: Subscription, n: int) -> None:
         """Before `n` messages reach `sub`'s callback: the deferred work first (unless the callback is
         passive), and the count."""
-        if Deferred.work and sub.sid not in self._passive:
-            Deferred.run()
+        if self.reading.work and sub.sid not in self._passive:
+            self.reading.run()
         sub.delivered += n
 
     def close(self) -> None:
@@ -178,14 +102,6 @@ class InternalClient:
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
-
-    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
-        """No: a callback may publish, so its messages must interleave with the other deliveries."""
-        return False
-
-    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
-        for payload in payloads:
-            self.deliver(sub, subject, reply, None, payload)
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         entry = self.subs.get(sub.sid)
@@ -202,8 +118,11 @@ class InternalClient:
 
 
 class Account:
-    def __init__(self, name: str, config: AccountConfig | None = None, cache: bool = True) -> None:
+    def __init__(self, name: str, config: AccountConfig | None = None, cache: bool = True,
+                 reading: ReadContext | None = None) -> None:
         self.name = name
+        # the server's per-read context, which in-process receivers of this account share
+        self.reading = reading if reading is not None else ReadContext()
         self.config = config or AccountConfig(name=name)
         self.sublist = Sublist(cache=cache)
         self.clients: set[Any] = set()
@@ -241,8 +160,11 @@ class Account:
         hdr: bytes | None,
         payload: bytes,
         origin: Any,
+        queues: tuple[bytes, ...] | None = None,
     ) -> bool:
-        """Deliver to every plain subscriber and one member of each queue group. True if anyone got it."""
+        """Deliver to every plain subscriber and one member of each queue group. True if anyone got it.
+        `queues` (a message from a remote server, which names the queue groups it is for): only those
+        groups get it, and never through a member behind a remote connection."""
         psubs, qgroups = self.sublist.match(subject)
         if not psubs and not qgroups:
             return False
@@ -256,8 +178,13 @@ class Account:
             delivered = True
             if sub.max and sub.delivered >= sub.max:
                 conn.auto_unsubscribe(sub)
+        if queues is not None:
+            if not queues:
+                return delivered
+            qgroups = [g for g in qgroups if g[0].queue is not None and
+                       g[0].queue.encode("utf-8", "surrogateescape") in queues]
         for group in qgroups:
-            sub = pick_queue_member(group, origin, echo)
+            sub = pick_queue_member(group, origin, echo, queues is None)
             if sub is not None:
                 conn = sub.conn
                 conn.deliver(sub, subject_b, reply_b, hdr, payload)
@@ -283,7 +210,7 @@ class Account:
             subject = sb.decode()
             psubs, qgroups = sl.match(subject)
             prefix = sl.memo_prefix(subject) if psubs and not qgroups else None
-            if prefix is None or not all(not s.max and getattr(s.conn, "takes_empties", _no)(s) for s in psubs):
+            if prefix is None or not all(not s.max and s.conn.takes_empties(s) for s in psubs):
                 sl.count_repeats(-1)  # route matches it again
                 route(subject, sb, b"", None, b"", origin)
                 i += 1
@@ -310,7 +237,7 @@ class Account:
             return False
         sub = psubs[0]
         conn = sub.conn
-        if sub.max or sub.closed or (conn is origin and not origin.echo) or not getattr(conn, "takes_replies", _no)(sub):
+        if sub.max or sub.closed or (conn is origin and not origin.echo) or not conn.takes_replies(sub):
             sl.count_repeats(-1)
             return False
         sl.count_repeats(len(payloads) - 1)
@@ -318,12 +245,14 @@ class Account:
         return True
 
     def route_run(self, subject: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes], origin: Any,
-                  payload_bytes: int) -> None:
+                  payload_bytes: int, queues: tuple[bytes, ...] | None = None) -> None:
         """Route header-less messages with one subject and reply (`payload_bytes` in all): one
         match and one `deliver_run` per receiver when that is exactly what per-message routing would do
         (see `run_receivers`), else message by message, stopping if the origin gets closed on the way."""
         sl = self.sublist
         psubs, qgroups = sl.match(subject)
+        if queues is not None and not queues:
+            qgroups = ()  # a remote's message for no queue group
         if not psubs and not qgroups:
             sl.count_repeats(len(payloads) - 1)
             return
@@ -341,7 +270,7 @@ class Account:
         for payload in payloads:
             if origin.closed:
                 return
-            route(subject, subject_b, reply_b, None, payload, origin)
+            route(subject, subject_b, reply_b, None, payload, origin, queues)
 
 
 def run_receivers(psubs: tuple, origin: Any, skip_origin: bool, n: int, run_bytes: int) -> list[Subscription] | None:
@@ -363,9 +292,10 @@ def run_receivers(psubs: tuple, origin: Any, skip_origin: bool, n: int, run_byte
     return out
 
 
-def pick_queue_member(group: tuple, origin: Any, echo: bool) -> Subscription | None:
+def pick_queue_member(group: tuple, origin: Any, echo: bool, remote_ok: bool = True) -> Subscription | None:
     """One member of a queue group, at random; local members win over remote (leafnode) ones, as in
-    nats-server, so a group spread over edge and hub is served at the edge while it can be."""
+    nats-server, so a group spread over edge and hub is served at the edge while it can be. A message
+    that came from a remote server never goes to a remote member (`remote_ok` False)."""
     n = len(group)
     i = int(random.random() * n) if n > 1 else 0
     remote = None
@@ -374,8 +304,8 @@ def pick_queue_member(group: tuple, origin: Any, echo: bool) -> Subscription | N
         conn = sub.conn
         if (conn is origin and not echo) or sub.closed:
             continue
-        if conn.kind == "Leafnode":
-            if remote is None:
+        if conn.kind == KIND_LEAF:
+            if remote is None and remote_ok:
                 remote = sub
             continue
         return sub

@@ -26,6 +26,29 @@ SIGNALS = {"stop": signal.SIGKILL, "quit": signal.SIGINT, "term": signal.SIGTERM
 
 COMMANDS = ("run", "check", "version", "help")
 
+# each command's usage line and description (`edged COMMAND -h`, `edged help COMMAND`); "" is edged's own
+_COMMAND_HELP = {
+    "": ("edged [command] [flags]   (nats-server's flags; without a command, edged runs the server)",
+         "edged: a NATS-compatible edge gateway. Flags override the config file.\n\n"
+         "commands:\n"
+         "  run        run the server (the default: `edged -c FILE` is `edged run -c FILE`)\n"
+         "  check      check a configuration file and exit (as nats-server -t)\n"
+         "  version    print the version and exit\n"
+         "  help       show this help, or a command's: edged help COMMAND (or edged COMMAND -h)"),
+    "run": ("edged run [flags]   (also: edged [flags])",
+            "Run the server: read the configuration file (-c), put the flags on top of it, listen for "
+            "clients. Logs go to stderr (journald under systemd) one line per event, as nats-server's; a "
+            "fatal start error is one [FTL] line and exit status 1. --signal sends a signal to a running "
+            "edged instead."),
+    "check": ("edged check -c FILE [flags]   (also: edged -t -c FILE)",
+              "Check a configuration file, and the flags on top of it, as `nats-server -t -c FILE` does, "
+              "then exit: `configuration file FILE is valid` and status 0, or every error as "
+              "file:line:col and status 1. Settings edged reads but does not act on are listed as "
+              "warnings."),
+    "version": ("edged version", "Print edged's version and the nats-server version it is compatible with."),
+    "help": ("edged help [command]", "Show edged's help, or one command's."),
+}
+
 # nats-server flags edged accepts but does not act on: dest -> why (reported as a warning)
 _UNSUPPORTED_FLAGS = {
     "https_port": "monitoring over HTTPS is not supported; use -m",
@@ -62,7 +85,18 @@ class FlagError(ValueError):
 
 
 class _Help(argparse.HelpFormatter):
-    """Boolean flags take an optional `=true|false` (Go's flag package); show them as plain switches."""
+    """Boolean flags take an optional `=true|false` (Go's flag package); show them as plain switches.
+    A description's paragraphs are filled one by one, and a list (lines indented) is kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for para in text.split("\n\n"):
+            lines = para.splitlines()
+            if len(lines) > 1 and all(ln.startswith("  ") for ln in lines[1:]):
+                out.append("\n".join(indent + ln for ln in lines))
+            else:
+                out.append(super()._fill_text(para, width, indent))
+        return "\n\n".join(out)
 
     def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
         if action.nargs == "?" and action.const is True:
@@ -89,10 +123,16 @@ def _gobool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean value {s!r}")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="edged", add_help=False, allow_abbrev=False, formatter_class=_Help,
-                usage="edged [run|check] [flags]   (nats-server's flags; `edged -h` lists them)",
-                description="edged: a NATS-compatible edge gateway. Flags override the config file.")
+def _parser(command: str = "") -> argparse.ArgumentParser:
+    """The flags, with `command`'s usage and description; `version` and `help` take no flags."""
+    usage, description = _COMMAND_HELP[command]
+    p = _Parser(prog=f"edged {command}".strip(), add_help=False, allow_abbrev=False, formatter_class=_Help,
+                usage=usage, description=description)
+    if command in ("version", "help"):
+        p.add_argument("-h", "--help", action="help", help="show this help and exit")
+        if command == "help":
+            p.add_argument("topic", nargs="?", choices=COMMANDS, metavar="command", help="one of: " + ", ".join(COMMANDS))
+        return p
 
     def flag(*names: str, boolean: bool = False, **kw: Any) -> None:
         """Register `names`, plus the other dash form of each (Go accepts -name and --name alike)."""
@@ -162,6 +202,11 @@ def flag_applier(ns: argparse.Namespace) -> Callable[[Options], None]:
     """A function putting the command-line flags on top of options read from a config file."""
 
     def apply(opts: Options) -> None:
+        from edged.config import port_error, valid_port
+
+        for flag_name, port in (("port", ns.port), ("http_port", ns.http_port)):
+            if port is not None and not valid_port(port):
+                raise FlagError(port_error(flag_name, port))
         plain = {"host": ns.host, "port": ns.port, "http_port": ns.http_port,
                  "client_advertise": ns.client_advertise, "pid_file": ns.pid_file, "log_file": ns.log_file,
                  "logtime": ns.logtime}
@@ -296,21 +341,20 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    command = "run"
-    if args and args[0] in COMMANDS:
-        command = args.pop(0)
-    parser = _parser()
+    command = args.pop(0) if args and args[0] in COMMANDS else ""
+    parser = _parser(command)
     try:
         ns = parser.parse_args(args)
     except UsageError as e:
-        print(f"edged: {e} (see edged -h)", file=sys.stderr)
+        print(f"edged: {e} (see edged {command + ' ' if command else ''}-h)", file=sys.stderr)
         return 1
-    if ns.version or command == "version":
+    if command == "help":
+        _parser(ns.topic or "").print_help()
+        return 0
+    if command == "version" or ns.version:
         print(_version())
         return 0
-    if command == "help":
-        parser.print_help()
-        return 0
+    command = command or "run"
     if ns.help_tls:
         print(TLS_HELP)
         return 0
@@ -325,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_options(ns)
         validate(opts)
     except ConfigError as e:
-        print(f"edged: configuration error: {_one_line(str(e))}", file=sys.stderr)
+        for one in e.errors:  # every unknown key of the file, one per line, as nats-server lists them
+            print(f"edged: configuration error: {_one_line(str(one))}", file=sys.stderr)
         return 1
     except (ValueError, OSError) as e:
         where = f"{ns.config}: " if ns.config and not isinstance(e, FlagError) else ""
@@ -336,11 +381,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"edged: warning: {w.where}: {w.message}", file=sys.stderr)
         print(f"edged: configuration file {ns.config} is valid")
         return 0
+    from edged.app import build
     from edged.config import set_flag_overrides
     from edged.server import serve
 
     set_flag_overrides(flag_applier(ns))  # a SIGHUP reload re-reads the file, then these flags again
-    return serve(opts)
+    return serve(opts, build)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,34 @@ connection's output is coalesced into one socket write per event-loop turn (see 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from typing import TYPE_CHECKING, Any
 
 from edged import protocol as P
-from edged.accounts import Account, Declined, Deferred, Subscription
+from edged.accounts import Account
+from edged.auth import AuthError
+from edged.connection import Connection
 from edged.log import TRACE, log
-from edged.reads import SlicedReads
+from edged.protocol import (
+    OP_ACKS,
+    OP_CONNECT,
+    OP_ERR,
+    OP_ERROR,
+    OP_INFO,
+    OP_OK,
+    OP_PING,
+    OP_PONG,
+    OP_PUB,
+    OP_PUBR,
+    OP_PUBS,
+    OP_SUB,
+    OP_UNSUB,
+    frame_batch,
+    hmsg_head,
+    msg_head,
+)
+from edged.receiver import KIND_CLIENT, Message, Subscription
+from edged.subjects import is_valid_literal_subject, is_valid_queue, is_valid_subject, subject_matches
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -23,32 +43,20 @@ if TYPE_CHECKING:
 CRLF = P.CRLF
 
 
-def _no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
-    hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
-    return b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr)
-
-
-class ClientConnection(SlicedReads):
+class ClientConnection(Connection):
     """One NATS client. Also used for NATS-over-WebSocket through a transport shim (which calls
     `data_received`)."""
 
-    kind = "Client"
+    kind = KIND_CLIENT
 
     def __init__(self, server: Server, *, tls_upgrade: bool = False, websocket: bool = False) -> None:
-        self.server = server
-        self.opts = server.opts
-        self.cid = server.next_cid()
-        self.transport: Any = None
-        self.parser = P.ClientParser(self.opts.max_control_line, self.opts.max_payload, runs=True)
+        super().__init__(server)
+        self.parser = P.ClientParser(self.opts.max_control_line, self.opts.max_payload, runs=True,
+                                     empty_runs=server.empty_run_prefix)
         self.tls_upgrade = tls_upgrade
         self.websocket = websocket
         self.tls_info: dict[str, Any] | None = None
         self.account: Account | None = None
-        self.subs: dict[str, Subscription] = {}
-        self.out: list[bytes] = []
-        self.pending = 0
-        self.flush_queued = False
-        self.closed = False
         self.connected = False  # CONNECT processed
         self.auth_pending = server.auth_required
         self.nonce: str | None = None
@@ -64,37 +72,11 @@ class ClientConnection(SlicedReads):
         self.user = ""
         self.perms: Any = None
         self.connect_opts: dict | None = None
-        # stats
-        self.start = time.time()
-        self.last_activity = self.start
-        self.in_msgs = 0
-        self.in_bytes = 0
-        self.out_msgs = 0
-        self.out_bytes = 0
-        self.pings_out = 0
-        self.rtt_start = 0.0
-        self.rtt = 0.0
-        self.host = ""
-        self.port = 0
-        self.close_reason = ""
-        self._timers: list[asyncio.TimerHandle] = []
         self._auth_timer: asyncio.TimerHandle | None = None
-        self._ping_handle: asyncio.TimerHandle | None = None
-        self._stall_since = 0.0
-        self._paused_reading = False
-        self._upgrading = False
 
     # ------------------------------------------------------------------ asyncio callbacks
 
-    def connection_made(self, transport: Any) -> None:
-        if self.transport is not None:
-            # start_tls hands the protocol a new transport; nothing else to set up
-            self.transport = transport
-            return
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.host, self.port = peer[0], peer[1]
+    def _connected(self, transport: Any) -> None:
         srv = self.server
         if not self.tls_upgrade and transport.get_extra_info("ssl_object") is not None:
             self.tls_info = srv.tls_info_of(transport)
@@ -140,40 +122,6 @@ class ClientConnection(SlicedReads):
         self.tls_info = srv.tls_info_of(new)
         self.flush()
 
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.last_activity = time.time()
-        events = self.parser.feed(data)
-        if events:
-            Deferred.active = True
-            Deferred.origin = self
-            try:
-                self.process(events)
-                # flush what this read produced now rather than a loop turn later: lower request latency,
-                # and the whole read is still coalesced into one write per receiving connection
-                srv = self.server
-                for hook in srv.read_hooks:
-                    hook()
-                if srv._flushq:
-                    srv.flush_now()
-            finally:
-                Deferred.active = False
-                Deferred.origin = None
-                if Deferred.work:
-                    # what could wait for the output (a consumer's acks) is done while the client reads it
-                    Deferred.run()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.close("Client Closed", flush=False)
-
-    def pause_writing(self) -> None:
-        self._stall_since = time.monotonic()
-
-    def resume_writing(self) -> None:
-        self._stall_since = 0.0
-
     # ------------------------------------------------------------------ protocol events
 
     def process(self, events: list[tuple]) -> None:
@@ -183,53 +131,50 @@ class ClientConnection(SlicedReads):
             if self.closed:
                 return
             op = ev[0]
-            if op == 11:  # P.OP_PUBS: the hot path, header-less PUBs (a run of one or more)
+            if op == OP_PUBS:  # the hot path, header-less PUBs (a run of one or more)
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pubs(ev[1], ev[2], ev[3], ev[4], ev[5])
-            elif op == 1:  # P.OP_PUB
+            elif op == OP_PUB:
                 if self.auth_pending:
                     return self._auth_violation()
                 on_pub(ev[1], ev[2], ev[3], ev[4])
-            elif op == 13:  # P.OP_PUBR: header-less PUBs to one subject, each with its own reply
+            elif op == OP_PUBR:  # header-less PUBs to one subject, each with its own reply
                 if self.auth_pending:
                     return self._auth_violation()
                 self._on_pubr(ev[1], ev[2], ev[3], ev[4])
-            elif op == 12:  # P.OP_ACKS
+            elif op == OP_ACKS:  # empty PUBs under the parser's empty-run prefix
                 if self.auth_pending:
                     return self._auth_violation()
                 self._on_acks(ev[1])
-            elif op == P.OP_SUB:
+            elif op == OP_SUB:
                 if self.auth_pending:
                     return self._auth_violation()
                 self._on_sub(ev[1], ev[2], ev[3])
-            elif op == P.OP_UNSUB:
+            elif op == OP_UNSUB:
                 if self.auth_pending:
                     return self._auth_violation()
                 self._on_unsub(ev[1], ev[2])
-            elif op == P.OP_PING:
+            elif op == OP_PING:
                 if self.auth_pending:
                     return self._auth_violation()
                 self.send_raw(P.PONG)
-            elif op == P.OP_PONG:
-                self.pings_out = 0
-                if self.rtt_start:
-                    self.rtt = time.monotonic() - self.rtt_start
-                    self.rtt_start = 0.0
-            elif op == P.OP_CONNECT:
+            elif op == OP_PONG:
+                self._on_pong()
+            elif op == OP_CONNECT:
                 self._on_connect(ev[1])
-            elif op == P.OP_ERROR:
+            elif op == OP_ERROR:
                 text = ev[1]
                 if text:
                     self.send_err(text)
                     log.error("%s:%d - cid:%d - %s", self.host, self.port, self.cid, text)
                 self.close("Protocol Violation" if text != P.ERR_MAX_PAYLOAD else "Maximum Payload Exceeded")
                 return
-            elif op == P.OP_ERR:
+            elif op == OP_ERR:
                 # a client sending -ERR: nats-server closes the connection
                 self.close("Parse Error")
                 return
-            elif op == P.OP_INFO or op == P.OP_OK:
+            elif op == OP_INFO or op == OP_OK:
                 if self.auth_pending:
                     return self._auth_violation()
 
@@ -260,9 +205,12 @@ class ClientConnection(SlicedReads):
             return
         try:
             res = srv.authenticate(self, opts)
-        except Exception as e:
+        except AuthError as e:
             log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
-            return self._auth_violation(getattr(e, "client_text", "Authorization Violation"))
+            return self._auth_violation(e.client_text)
+        except Exception as e:  # a malformed CONNECT field the authenticator could not read
+            log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
+            return self._auth_violation()
         acc = srv.account_for(res)
         if acc is None:
             return self._auth_violation()
@@ -297,7 +245,7 @@ class ClientConnection(SlicedReads):
                 self.close("Protocol Violation")
                 return
             self.in_bytes += len(hdr)
-        if self.pedantic and not P.is_valid_literal_subject(subject):
+        if self.pedantic and not is_valid_literal_subject(subject):
             self.send_err("Invalid Publish Subject")
         perms = self.perms
         if perms is not None and not perms.can_publish(subject):
@@ -311,13 +259,14 @@ class ClientConnection(SlicedReads):
         reply_b = reply.encode("utf-8", "surrogateescape") if reply else b""
         subject_b = subject.encode("utf-8", "surrogateescape")
         if acc.route(subject, subject_b, reply_b, hdr, payload, self):
-            # delivered: unless only to a receiver that turned it down (see Declined)
-            if not reply or Declined.last is None or not Declined.take(subject, reply):
+            # delivered: unless only to a receiver that turned it down (ReadContext.decline)
+            if not reply or self.server.reading.declined is None or \
+                    not self.server.reading.take_declined(subject, reply):
                 return
         if reply and self.no_responders:
             for sub in self.subs.values():
-                if sub.queue is None and _matches(sub.subject, reply):
-                    self.send_raw(_no_responders_msg(reply_b, sub.sid_b, subject_b))
+                if sub.queue is None and subject_matches(sub.subject, reply):
+                    self.send_raw(P.no_responders_msg(reply_b, sub.sid_b, subject_b))
                     break
 
     def _on_pubs(self, subject: str, reply: str, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
@@ -327,7 +276,7 @@ class ClientConnection(SlicedReads):
         perms = self.perms
         if (
             self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or (reply and self.no_responders)
             or self.account is None
@@ -358,7 +307,7 @@ class ClientConnection(SlicedReads):
         if (
             len(payloads) == 1
             or self.verbose
-            or (self.pedantic and not P.is_valid_literal_subject(subject))
+            or (self.pedantic and not is_valid_literal_subject(subject))
             or (perms is not None and not perms.publish_allowed_outright(subject))
             or acc is None
             or not acc.route_replies(subject, subject_b, replies, payloads, self)
@@ -392,7 +341,7 @@ class ClientConnection(SlicedReads):
             log.error("%s:%d - cid:%d - maximum subscriptions exceeded", self.host, self.port, self.cid)
             self.send_err("maximum subscriptions exceeded")
             return
-        if not P.is_valid_subject(subject) or (queue is not None and not _valid_queue(queue)):
+        if not is_valid_subject(subject) or (queue is not None and not is_valid_queue(queue)):
             self.send_err("Invalid Subject")
             return
         perms = self.perms
@@ -436,17 +385,11 @@ class ClientConnection(SlicedReads):
         size = len(payload)
         if hdr is not None and self.headers:
             hs = len(hdr)
-            if reply:
-                head = b"HMSG %s %s %s %d %d\r\n" % (subject, sub.sid_b, reply, hs, hs + size)
-            else:
-                head = b"HMSG %s %s %d %d\r\n" % (subject, sub.sid_b, hs, hs + size)
+            head = hmsg_head(subject, sub.sid_b, reply, hs, size)
             self.out += (head, hdr, payload, CRLF)
             size += hs
         else:
-            if reply:
-                head = b"MSG %s %s %s %d\r\n" % (subject, sub.sid_b, reply, size)
-            else:
-                head = b"MSG %s %s %d\r\n" % (subject, sub.sid_b, size)
+            head = msg_head(subject, sub.sid_b, reply, size)
             self.out += (head, payload, CRLF)
         self.out_msgs += 1
         self.out_bytes += size
@@ -483,8 +426,7 @@ class ClientConnection(SlicedReads):
             return
         n = len(payloads)
         sub.delivered += n
-        prefix = b"MSG %s %s %s " % (subject, sub.sid_b, reply) if reply else b"MSG %s %s " % (subject, sub.sid_b)
-        total, added = P.frame_run(self.out, payloads, prefix)
+        total, added = P.frame_run(self.out, payloads, P.msg_prefix(subject, sub.sid_b, reply))
         self.pending += added
         self.out_msgs += n
         self.out_bytes += total
@@ -492,91 +434,36 @@ class ClientConnection(SlicedReads):
             self.flush_queued = True
             self.server.flush_soon(self)
 
-    def deliver_frames(self, sub: Subscription, frames: list[bytes], size: int, nbytes: int) -> None:
-        """Queue MSG/HMSG frames the caller built itself for `sub`: a JetStream consumer formats each
-        message with its ack subject in one go. deliver()'s bookkeeping, once for the lot; callers
-        only use it for connections without permissions (nothing to check per message).
-        `size` is the payload (header + data) bytes, `nbytes` the frames' total length."""
+    def takes_batch(self, sub: Subscription) -> bool:
+        return self.perms is None
+
+    def deliver_batch(self, sub: Subscription, msgs: list[Message], nbytes: int) -> None:
+        """`deliver` for each message, framed in one pass with deliver()'s bookkeeping once for the lot.
+        Only for a subscription with no delivery permissions to check (`takes_batch`)."""
         if self.closed:
             return
+        if self.perms is not None:
+            return super().deliver_batch(sub, msgs, nbytes)
+        frames = frame_batch(sub.sid_b, msgs, self.headers)
+        if not self.headers:
+            nbytes -= sum(len(m[2]) for m in msgs if m[2])
         n = len(frames)
         sub.delivered += n
         self.out += frames
         self.out_msgs += n
-        self.out_bytes += size
-        self.pending += nbytes
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
+        self.out_bytes += nbytes
+        self.queued(sum(map(len, frames)))
         if self.pending > self.opts.max_pending:
             self.flush()
-
-    def send_raw(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.out.append(data)
-        self.pending += len(data)
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
 
     def send_err(self, text: str) -> None:
         self.send_raw(P.err_line(text))
 
-    def flush(self) -> None:
-        self.flush_queued = False
-        out = self.out
-        if not out or self.transport is None or self._upgrading:
-            return
-        data = b"".join(out) if len(out) > 1 else out[0]
-        out.clear()
-        self.pending = 0
-        t = self.transport
-        if t.is_closing():
-            return
-        t.write(data)
-        buffered = t.get_write_buffer_size()
-        if buffered > self.opts.max_pending:
-            self._slow_consumer()
-        elif self._stall_since and time.monotonic() - self._stall_since > self.opts.write_deadline:
-            self._slow_consumer()
-
-    def _slow_consumer(self) -> None:
-        if self.closed:
-            return
-        self.server.slow_consumers += 1
-        log.info(
-            "%s:%d - cid:%d - \"%s\" - Slow Consumer Detected: pending bytes %d",
-            self.host,
-            self.port,
-            self.cid,
-            self.name,
-            self.pending + (self.transport.get_write_buffer_size() if self.transport else 0),
-        )
-        self.out.clear()
-        self.pending = 0
-        self.close("Slow Consumer (Pending Bytes)", flush=False, abort=True)
+    def _log_slow_consumer(self, pending: int) -> None:
+        log.info("%s:%d - cid:%d - \"%s\" - Slow Consumer Detected: pending bytes %d", self.host, self.port,
+                 self.cid, self.name, pending)
 
     # ------------------------------------------------------------------ timers and closing
-
-    def _schedule_ping(self) -> None:
-        iv = self.opts.ping_interval
-        if iv > 0:
-            # nats-server adds jitter to the first ping so connections do not ping in lockstep
-            first = iv * (1.0 - 0.2 * random.random()) if iv > 1 else iv
-            self._ping_handle = self.server.loop.call_later(first, self._ping_tick)
-
-    def _ping_tick(self) -> None:
-        if self.closed:
-            return
-        if self.pings_out + 1 > self.opts.ping_max:
-            self.send_err("Stale Connection")
-            self.close("Stale Connection")
-            return
-        self.pings_out += 1
-        self.rtt_start = time.monotonic()
-        self.send_raw(P.PING)
-        self._ping_handle = self.server.loop.call_later(self.opts.ping_interval, self._ping_tick)
 
     def _auth_timeout(self) -> None:
         if self.auth_pending and not self.closed:
@@ -598,49 +485,34 @@ class ClientConnection(SlicedReads):
             self.send_err("Authorization Violation")
         self.close("Authentication Failure")
 
-    def close(self, reason: str, flush: bool = True, abort: bool = False) -> None:
-        if self.closed:
+    def enter_lame_duck(self) -> None:
+        self.send_raw(P.info_line(self.server.client_info()))
+
+    def reauthorize(self) -> None:
+        if not self.connected or self.connect_opts is None:
             return
-        if flush:
-            self.flush()
-        self.closed = True
-        self.close_reason = reason
-        for t in self._timers:
-            t.cancel()
+        try:
+            res = self.server.authenticate(self, self.connect_opts)
+        except Exception:
+            self._auth_violation()
+            return
+        self.perms = self.server.permission_checker(res.permissions)
+
+    def _release(self) -> None:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        if self._ping_handle is not None:
-            self._ping_handle.cancel()
         acc = self.account
         if acc is not None:
             for sub in self.subs.values():
                 acc.unsubscribe(sub)
             acc.clients.discard(self)
         self.server.unregister_client(self)
-        t = self.transport
-        if t is not None:
-            if abort:
-                t.abort()
-            else:
-                t.close()
 
     def info(self) -> dict[str, Any]:
         """Identity for monitoring and events."""
         return {
-            "cid": self.cid,
-            "kind": self.kind,
+            **super().info(),
             "type": "websocket" if self.websocket else "nats",
-            "ip": self.host,
-            "port": self.port,
-            "start": self.start,
-            "last_activity": self.last_activity,
-            "rtt": self.rtt,
-            "pending_bytes": self.pending,
-            "in_msgs": self.in_msgs,
-            "out_msgs": self.out_msgs,
-            "in_bytes": self.in_bytes,
-            "out_bytes": self.out_bytes,
-            "subscriptions": len(self.subs),
             "name": self.name,
             "lang": self.lang,
             "version": self.version,
@@ -654,12 +526,3 @@ def _quote(s: str) -> str:
     """Go's %q for the subject strings that appear in -ERR texts."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-
-def _valid_queue(q: str) -> bool:
-    return bool(q) and not any(c in q for c in " \t\r\n")
-
-
-def _matches(pattern: str, subject: str) -> bool:
-    from edged.sublist import subject_matches
-
-    return subject_matches(pattern, subject)

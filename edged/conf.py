@@ -62,7 +62,17 @@ class ConfigError(ValueError):
     def __init__(self, reason: str, pos: Pos | None = None) -> None:
         self.reason = reason
         self.pos = pos
+        self.errors: list[ConfigError] = [self]
         super().__init__(f"{pos}: {reason}" if pos is not None else reason)
+
+    @classmethod
+    def combined(cls, errors: list[ConfigError]) -> ConfigError:
+        """All of a file's errors in one exception (one per line), as nats-server reports them together."""
+        if len(errors) == 1:
+            return errors[0]
+        e = cls("\n".join(str(x) for x in errors))
+        e.pos, e.errors = errors[0].pos, list(errors)
+        return e
 
 
 class ConfMap(dict):  # type: ignore[type-arg]

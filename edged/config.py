@@ -2,7 +2,9 @@
 
 Keys and aliases are nats-server's (server/opts.go), so its configs load unchanged. Settings edged
 reads but does not act on become `ConfigWarning`s (logged at start, printed by `edged check`);
-wrong types and values raise `ConfigError` naming file:line:col.
+wrong types and values raise `ConfigError` naming file:line:col. A key nats-server does not know is
+an error (`unknown field "x"`) in every block nats-server checks, as it is there: a typo such as
+`store_dri` must not quietly move the store. All the unknown keys of a file are reported together.
 
 Paths: only `include` is relative to the including file (the parser does that). Every other path
 (store_dir, credentials, cert/key/CA files, operator JWT files, pid and log files) is used as
@@ -117,6 +119,7 @@ class _Ctx:
     def __init__(self, opts: Options, filename: str) -> None:
         self.opts = opts
         self.filename = filename
+        self.errors: list[ConfigError] = []  # unknown keys, reported together at the end
 
     def pos(self, m: Any, key: str | int) -> Pos | None:
         if isinstance(m, ConfMap):
@@ -132,11 +135,11 @@ class _Ctx:
         p = self.pos(m, key)
         self.opts.warnings.append(ConfigWarning(key, str(p) if p else self.filename, message))
 
-    def unknown(self, m: Any, key: str, where: str) -> None:
-        """An unknown key: warned about (nats-server errors), unless it is a variable used as $VAR."""
+    def unknown(self, m: Any, key: str, reason: str = "unknown field {key}") -> None:
+        """A key nats-server does not know: an error, unless it is a variable used as $VAR."""
         if isinstance(m, ConfMap) and key in m.used_vars:
             return
-        self.warn(m, key, f"unknown field {key!r}{where} is ignored")
+        self.errors.append(self.err(m, key, reason.format(key=_go_quote(key))))
 
     # -------------------------------------------------------------- typed getters
 
@@ -219,6 +222,11 @@ class _Ctx:
         return v  # type: ignore[return-value]
 
 
+def _go_quote(s: str) -> str:
+    """Go's %q of a plain string, as nats-server quotes field names."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _kind(v: Any) -> str:
     if isinstance(v, bool):
         return "a boolean"
@@ -252,15 +260,22 @@ def options_from_dict(conf: dict[str, Any], base_dir: str = ".", filename: str =
     del base_dir  # paths stay as written, relative to the working directory, as in nats-server
     opts = Options(config_file=os.path.abspath(filename) if filename and not filename.startswith("<") else "")
     cx = _Ctx(opts, filename or "<config>")
-    for key in list(conf):
-        lk = key.lower()
-        handler = _TOP.get(lk)
-        if handler is not None:
-            handler(cx, conf, key)
-        elif lk in _UNSUPPORTED:
-            cx.warn(conf, key, f"{key} is not supported by edged and is ignored: {_UNSUPPORTED[lk]}")
-        else:
-            cx.unknown(conf, key, "")
+    try:
+        for key in list(conf):
+            lk = key.lower()
+            handler = _TOP.get(lk)
+            if handler is not None:
+                handler(cx, conf, key)
+            elif lk in _UNSUPPORTED:
+                cx.warn(conf, key, f"{key} is not supported by edged and is ignored: {_UNSUPPORTED[lk]}")
+                if lk in _IGNORED_BLOCKS:
+                    _check_keys(cx, conf, key, _IGNORED_BLOCKS[lk])
+            else:
+                cx.unknown(conf, key)
+    except ConfigError as e:
+        raise ConfigError.combined(cx.errors + e.errors) from None
+    if cx.errors:
+        raise ConfigError.combined(cx.errors)
     _check(cx, conf)
     return opts
 
@@ -308,8 +323,37 @@ def _set(attr: str, kind: str) -> Any:
     return h
 
 
+def valid_port(port: int) -> bool:
+    """0 (the default port), -1 (a random one) or a TCP port: what nats-server can listen on."""
+    return -1 <= port <= 65535
+
+
+def port_error(key: str, port: int) -> str:
+    """nats-server takes any integer and fails at start with Go's "address N: invalid port"; edged says it
+    when the file is read, so `edged check` refuses what `edged run` could not start with."""
+    return f"error parsing {key}: address {port}: invalid port (a port is 0 to 65535, or -1 for a random one)"
+
+
+def _port(cx: _Ctx, m: Any, key: str) -> int:
+    v = cx.int_(m, key)
+    if not valid_port(v):
+        raise cx.err(m, key, port_error(key, v))
+    return v
+
+
+def _client_port(cx: _Ctx, m: Any, key: str) -> None:
+    cx.opts.port = _port(cx, m, key)
+
+
 def _host_port(cx: _Ctx, m: Any, key: str) -> tuple[str, int]:
-    """`host:port`, `[v6]:port` or a bare port, as nats-server's parseListen."""
+    """`host:port`, `[v6]:port` or a bare port, as nats-server's parseListen; the port must be one."""
+    host, port = _parse_host_port(cx, m, key)
+    if not valid_port(port):
+        raise cx.err(m, key, port_error(key, port))
+    return host, port
+
+
+def _parse_host_port(cx: _Ctx, m: Any, key: str) -> tuple[str, int]:
     v = m[key]
     if isinstance(v, int) and not isinstance(v, bool):
         return "", v
@@ -423,7 +467,7 @@ def _authorization(cx: _Ctx, m: Any, key: str) -> None:
         elif lk == "proxy_required":
             cx.warn(a, k, "proxy_required is not supported and is ignored")
         else:
-            cx.unknown(a, k, " in authorization")
+            cx.unknown(a, k)
     if (o.username or o.authorization) and (o.users or o.nkeys):
         raise cx.err(m, key, "can not have a single user/pass or token and a users array")
     if o.username and o.authorization:
@@ -458,7 +502,7 @@ def _users(cx: _Ctx, m: Any, key: str, block_account: str | None) -> tuple[list[
             elif lk == "proxy_required":
                 cx.warn(u, k, "proxy_required is not supported and is ignored")
             else:
-                cx.unknown(u, k, " in user")
+                cx.unknown(u, k)
         if nkey:
             if not (nkey.startswith("U") and len(nkey) == 56):
                 raise cx.err(arr, i, f"Not a valid public nkey for a user: {nkey!r}")
@@ -502,7 +546,7 @@ def _permissions(cx: _Ctx, m: Any, key: str) -> Permissions:
         elif lk in ("allow_responses", "publish_allow_responses"):
             perms.allow_responses = _allow_responses(cx, p, k)
         else:
-            raise cx.err(p, k, f"unknown field {k!r} in permissions")
+            cx.unknown(p, k, "Unknown field {key} parsing permissions")
     return perms
 
 
@@ -520,7 +564,7 @@ def _allow_responses(cx: _Ctx, p: Any, k: str) -> ResponsePermission | None:
         elif lrk in ("expires", "expiration", "ttl"):
             rp.expires = cx.duration(v, rk, legacy_seconds=False)
         else:
-            raise cx.err(v, rk, f"unknown field {rk!r} in allow_responses")
+            cx.unknown(v, rk, "Unknown field {key} parsing permissions")
     return rp
 
 
@@ -560,8 +604,10 @@ def _accounts(cx: _Ctx, m: Any, key: str) -> None:
                 cx.warn(body, k, "account imports are parsed but not applied yet (accounts are isolated)")
             elif lk in ("mappings", "maps", "limits", "msg_trace", "trace_dest"):
                 cx.warn(body, k, f"account {k} are not supported and are ignored")
+                if lk in ("limits", "msg_trace"):
+                    _check_keys(cx, body, k, _ACCOUNT_LIMITS if lk == "limits" else _MSG_TRACE)
             else:
-                cx.unknown(body, k, f" in account {name}")
+                cx.unknown(body, k)
 
 
 def _new_account(cx: _Ctx, m: Any, where: str | int, name: str) -> AccountConfig:
@@ -617,7 +663,7 @@ def _account_js(cx: _Ctx, m: Any, key: str) -> JetStreamAccountLimits | None:
         elif lk == "cluster_traffic":
             cx.warn(b, k, "cluster_traffic has no meaning on a single server")
         else:
-            cx.unknown(b, k, " in account jetstream")
+            cx.unknown(b, k)
     return lim
 
 
@@ -627,6 +673,7 @@ def _exports(cx: _Ctx, m: Any, key: str) -> list[Export]:
     for i, e in enumerate(arr):
         if not isinstance(e, dict):
             raise cx.err(arr, i, "export entry: expected a block {stream: ..} or {service: ..}")
+        _check_keys(cx, arr, i, _EXPORT)
         stream = cx.str_(e, "stream") if "stream" in e else None
         service = cx.str_(e, "service") if "service" in e else None
         if (stream is None) == (service is None):
@@ -645,6 +692,7 @@ def _imports(cx: _Ctx, m: Any, key: str) -> tuple[list[StreamImport], list[Servi
     for i, e in enumerate(arr):
         if not isinstance(e, dict) or ("stream" in e) == ("service" in e):
             raise cx.err(arr, i, "import entry needs exactly one of `stream` or `service`")
+        _check_keys(cx, arr, i, _IMPORT)
         kind = "stream" if "stream" in e else "service"
         src = cx.map_(e, kind)
         if "account" not in src or "subject" not in src:
@@ -683,7 +731,7 @@ def _tls_block(cx: _Ctx, m: Any, key: str) -> TLSConfig:
         elif lk in _TLS_UNSUPPORTED:
             cx.warn(b, k, f"TLS option {k!r} is not supported and is ignored")
         else:
-            cx.unknown(b, k, " in tls")
+            cx.unknown(b, k, "error parsing tls config, unknown field {key}")
     return t
 
 
@@ -751,8 +799,10 @@ def _jetstream(cx: _Ctx, m: Any, key: str) -> None:
                     "info_queue_limit", "max_outstanding_catchup", "extension_hint", "meta_compact",
                     "meta_compact_size", "meta_compact_sync", "max_concurrent_io"):
             cx.warn(b, k, f"jetstream {k} is not supported by edged and is ignored")
+            if lk == "limits":
+                _check_keys(cx, b, k, _JS_LIMITS)
         else:
-            cx.unknown(b, k, " in jetstream")
+            cx.unknown(b, k)
 
 
 def _leafnodes(cx: _Ctx, m: Any, key: str) -> None:
@@ -774,12 +824,16 @@ def _leafnodes(cx: _Ctx, m: Any, key: str) -> None:
         elif lk in ("port", "listen", "host", "net", "advertise", "leafnode_advertise", "no_advertise",
                     "authorization", "min_version", "minimum_version"):
             cx.warn(b, k, "the leafnode accept side is not supported (edged only connects out to hubs)")
+            if lk == "authorization":
+                _check_keys(cx, b, k, _LEAF_AUTHZ)
         elif lk == "tls":
             ln.tls = _tls_block(cx, b, k)
         elif lk in ("compression", "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout"):
             cx.warn(b, k, f"leafnodes {k} is not supported and is ignored")
+            if lk == "compression":
+                _check_keys(cx, b, k, "compression")
         else:
-            cx.unknown(b, k, " in leafnodes")
+            cx.unknown(b, k)
     if dial_timeout is not None:
         for r, raw in zip(ln.remotes, b.get("remotes") or [], strict=False):
             if "dial_timeout" not in raw:
@@ -828,6 +882,7 @@ def _remote(cx: _Ctx, arr: Any, index: int, r: Any) -> RemoteLeafOpts:
             v = r[k]
             if not (v is False or (isinstance(v, str) and v.lower() in ("off", "disabled"))):
                 cx.warn(r, k, "leafnode compression is not supported; the link is uncompressed")
+            _check_keys(cx, r, k, "compression")
             ro.compression = "off"
         elif lk == "proxy":
             ro.proxy = _proxy(cx, r, k)
@@ -835,7 +890,7 @@ def _remote(cx: _Ctx, arr: Any, index: int, r: Any) -> RemoteLeafOpts:
                     "request_isolation"):
             cx.warn(r, k, f"leafnode remote {k} is not supported and is ignored")
         else:
-            cx.unknown(r, k, " in leafnode remote")
+            cx.unknown(r, k)
     if not ro.urls:
         raise cx.err(arr, index, "leafnode remote needs `url` or `urls`")
     return ro
@@ -861,7 +916,7 @@ def _proxy(cx: _Ctx, r: Any, k: str) -> dict[str, Any]:
         elif lpk == "timeout":
             out["timeout"] = cx.duration(p, pk)
         else:
-            cx.unknown(p, pk, " in proxy")
+            cx.unknown(p, pk)
     return out
 
 
@@ -871,7 +926,7 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
     for k in b:
         lk = k.lower()
         if lk == "port":
-            mq.port = cx.int_(b, k)
+            mq.port = _port(cx, b, k)
         elif lk in ("host", "net"):
             mq.host = cx.str_(b, k)
         elif lk == "listen":
@@ -884,8 +939,11 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
             mq.ack_wait = cx.duration(b, k)
         elif lk in ("max_ack_pending", "max_pending", "max_inflight"):
             mq.max_ack_pending = cx.int_(b, k)
-        else:
+        elif lk in _MQTT:
+            _check_keys(cx, b, k, _MQTT[lk])
             mq.extra[k] = b[k]
+        else:
+            cx.unknown(b, k)
     cx.opts.mqtt = mq
     cx.warn(m, key, "MQTT is not supported yet; the mqtt block is ignored")
 
@@ -896,7 +954,7 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
     for k in b:
         lk = k.lower()
         if lk == "port":
-            ws.port = cx.int_(b, k)
+            ws.port = _port(cx, b, k)
         elif lk in ("host", "net"):
             ws.host = cx.str_(b, k)
         elif lk == "listen":
@@ -911,8 +969,11 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
             ws.same_origin = cx.bool_(b, k)
         elif lk in ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin"):
             ws.allowed_origins = cx.strlist(b, k)
-        else:
+        elif lk in _WEBSOCKET:
+            _check_keys(cx, b, k, _WEBSOCKET[lk])
             ws.extra[k] = b[k]
+        else:
+            cx.unknown(b, k)
     cx.opts.websocket = ws
     cx.warn(m, key, "NATS over WebSocket is not supported yet; the websocket block is ignored")
 
@@ -964,6 +1025,88 @@ def _resolver_preload(cx: _Ctx, m: Any, key: str) -> None:
     for k in b:
         cx.opts.resolver_preload[k] = cx.str_(b, k)
 
+# ------------------------------------------------------------------ blocks read only to check their keys
+
+# The keys nats-server accepts in blocks edged reads but does not act on (server/opts.go, one parse
+# function each), so a typo in them is refused as nats-server refuses it. A value is None (any value),
+# a nested schema (checked when the value is a block), [schema] (an array of blocks), or "tls" /
+# "perms" / "compression" (parsed by edged's own readers). The "" entry is the unknown-key message.
+_Schema = dict[str, Any]
+
+
+def _keys(*names: str, **nested: Any) -> _Schema:
+    out: _Schema = dict.fromkeys(names)
+    out.update(nested)
+    return out
+
+
+_SIMPLE_AUTH = _keys("user", "username", "pass", "password", "token", "timeout")
+_AUTHZ = _keys("user", "username", "pass", "password", "token", "timeout", "auth_callout", "auth_hook",
+               "proxy_required", default_permission="perms", default_permissions="perms", permissions="perms",
+               users=[_keys("user", "username", "pass", "password", "nkey", "allowed_connection_types",
+                            "connection_types", "clients", "proxy_required", permission="perms",
+                            permissions="perms", authorization="perms")])
+_LEAF_AUTHZ = _keys("user", "username", "pass", "password", "nkey", "timeout", "account", "proxy_required",
+                    users=[_keys("user", "username", "pass", "password", "account", "proxy_required")])
+_COMPRESSION = _keys("mode", "rtt_thresholds", "thresholds", "rtts", "rtt")
+_CLUSTER = _keys("name", "listen", "port", "host", "net", "routes", "cluster_advertise", "advertise",
+                 "no_advertise", "connect_retries", "connect_backoff", "pool_size", "accounts", "ping_interval",
+                 "ping_max", "write_deadline", "write_timeout", authorization=_AUTHZ, tls="tls",
+                 permissions="perms", compression="compression")
+_GATEWAY = _keys("name", "listen", "port", "host", "net", "advertise", "connect_retries", "connect_backoff",
+                 "reject_unknown", "reject_unknown_cluster", "write_deadline", "write_timeout",
+                 authorization=_AUTHZ, tls="tls", gateways=[_keys("name", "url", "urls", tls="tls")])
+_PROXIES = _keys(trusted=[_keys("key", "public_key")])
+_JS_LIMITS = _keys("max_ack_pending", "max_ha_assets", "max_request_batch", "duplicate_window",
+                   batch=_keys("max_inflight_per_stream", "max_inflight_total", "max_msgs", "timeout"))
+_ACCOUNT_LIMITS = _keys("max_conn", "max_connections", "max_leafnodes", "max_leafs", "max_pay", "max_payload",
+                        "max_subs", "max_subscriptions", **{"": "Unknown field {key} parsing account limits"})
+_MSG_TRACE = _keys("dest", "sampling")
+_EXPORT = _keys("stream", "service", "response", "response_type", "threshold", "response_threshold",
+                "response_max_time", "response_time", "accounts", "latency", "account_token_position",
+                "allow_trace")
+_IMPORT_SOURCE = _keys("account", "subject")
+_IMPORT = _keys("prefix", "to", "share", "allow_trace", stream=_IMPORT_SOURCE, service=_IMPORT_SOURCE)
+_MQTT = _keys("listen", "port", "host", "net", "no_auth_user", "ack_wait", "ackwait", "js_api_timeout",
+              "api_timeout", "max_ack_pending", "max_pending", "max_inflight", "js_domain", "stream_replicas",
+              "consumer_replicas", "consumer_memory_storage", "consumer_inactive_threshold",
+              "consumer_auto_cleanup", "reject_qos2_publish", "downgrade_qos2_subscribe", tls="tls",
+              authorization=_SIMPLE_AUTH, authentication=_SIMPLE_AUTH)
+_WEBSOCKET = _keys("listen", "port", "host", "net", "advertise", "no_tls", "same_origin", "allowed_origins",
+                   "allowed_origin", "allow_origins", "allow_origin", "origins", "origin", "handshake_timeout",
+                   "compress", "compression", "jwt_cookie", "user_cookie", "pass_cookie", "token_cookie",
+                   "no_auth_user", "headers", "ping_interval", tls="tls", authorization=_SIMPLE_AUTH,
+                   authentication=_SIMPLE_AUTH)
+# nats-server names the Go type, not the key, for an unknown ocsp field (its %T of the key)
+_OCSP = _keys("mode", "urls", "url", **{"": "error parsing ocsp config: unsupported field string"})
+_IGNORED_BLOCKS: dict[str, Any] = {"cluster": _CLUSTER, "gateway": _GATEWAY, "proxies": _PROXIES, "ocsp": _OCSP,
+                                   "resolver_tls": "tls"}
+
+
+def _check_keys(cx: _Ctx, m: Any, key: str | int, schema: Any) -> None:
+    """Refuse the keys nats-server would refuse in the value of `m[key]`, which edged does not use."""
+    v = m[key]
+    if schema == "tls":
+        _tls_block(cx, m, key)
+    elif schema == "perms":
+        _permissions(cx, m, key)
+    elif schema == "compression":
+        if isinstance(v, dict):
+            _check_keys(cx, m, key, _COMPRESSION)
+    elif isinstance(schema, list):
+        if isinstance(v, list):
+            for i, item in enumerate(v):
+                if isinstance(item, dict):
+                    _check_keys(cx, v, i, schema[0])
+    elif isinstance(schema, dict) and isinstance(v, dict):
+        reason = schema.get("", "unknown field {key}")
+        for k in v:
+            lk = k.lower()
+            if lk not in schema or not lk:
+                cx.unknown(v, k, reason)
+            elif schema[lk] is not None:
+                _check_keys(cx, v, k, schema[lk])
+
 
 def _edged(cx: _Ctx, m: Any, key: str) -> None:
     cx.opts.edged = dict(cx.map_(m, key))
@@ -973,7 +1116,7 @@ _TOP: dict[str, Any] = {
     "listen": _listen,
     "host": _set("host", "str_"),
     "net": _set("host", "str_"),
-    "port": _set("port", "int_"),
+    "port": _client_port,
     "client_advertise": _set("client_advertise", "str_"),
     "server_name": _server_name,
     "http": _http,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from edged.options import Permissions
-from edged.sublist import subject_is_subset, subject_matches, subjects_overlap
+from edged.subjects import subject_is_subset, subject_matches, subjects_overlap
 
 _CACHE_MAX = 4096
 

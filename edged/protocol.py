@@ -31,8 +31,9 @@ OP_ERROR = 10  # (OP_ERROR, err_text | None): protocol violation, close after se
 # (OP_PUBS, subject, reply, subject_b, reply_b, [payload, ...]): consecutive header-less PUBs with one subject
 # and reply, only from a parser made with runs=True; lets the router match and check once per run
 OP_PUBS = 11
-# (OP_ACKS, [subject_b, ...]): consecutive PUBs under `$JS.ACK.` with no reply, no headers and an empty payload
-# (a JetStream client's plain acks, each to a subject of its own), only from a parser made with runs=True
+# (OP_ACKS, [subject_b, ...]): consecutive PUBs under the parser's `empty_runs` prefix with no reply, no headers
+# and an empty payload (a JetStream client's plain acks, each to a subject of its own), only from a parser made
+# with runs=True
 OP_ACKS = 12
 # (OP_PUBR, subject, subject_b, [reply_b, ...], [payload, ...]): consecutive header-less PUBs with one subject,
 # each with a reply of its own (a JetStream publisher's requests), only from a parser made with runs=True
@@ -152,25 +153,24 @@ class Framer:
         return data
 
 
-_ACK_PREFIX = b"PUB $JS.ACK."
-# what lies between two subjects of a run, by the frames' spacing (nats-py writes an empty reply as a
-# second space): one space, two spaces
-_ACK_SEPS = (b" 0\r\n\r\nPUB ", b"  0\r\n\r\nPUB ")
-_ACK_RUNS: dict[int, tuple[re.Pattern[bytes], ...]] = {}
+# what lies between two subjects of a run of empty PUBs, by the frames' spacing (nats-py writes an empty
+# reply as a second space): one space, two spaces
+_EMPTY_SEPS = (b" 0\r\n\r\nPUB ", b"  0\r\n\r\nPUB ")
+_EMPTY_RUNS: dict[tuple[bytes, int], tuple[re.Pattern[bytes], ...]] = {}
 
 
-def _ack_runs(mcl: int) -> tuple[re.Pattern[bytes], ...] | None:
-    """The patterns of a run of plain-ack frames, one per spacing (`_ACK_SEPS`), for subjects that keep
-    the control line within max_control_line: printable ASCII without spaces, as a client's acks are. Any
-    other frame (another case, tabs, a reply, a payload, a subject too long) ends the run and is parsed
-    the usual way."""
-    room = mcl - 3 - len("$JS.ACK.")  # "subject  0" at most mcl bytes, with either spacing
+def _empty_runs(prefix: bytes, mcl: int) -> tuple[re.Pattern[bytes], ...] | None:
+    """The patterns of a run of empty, reply-less PUB frames to subjects under `prefix`, one per spacing
+    (`_EMPTY_SEPS`), for subjects that keep the control line within max_control_line: printable ASCII
+    without spaces. Any other frame (another case, tabs, a reply, a payload, a subject too long) ends the
+    run and is parsed the usual way."""
+    room = mcl - 3 - len(prefix)  # "subject  0" at most mcl bytes, with either spacing
     if room < 1:
         return None
-    pats = _ACK_RUNS.get(room)
+    pats = _EMPTY_RUNS.get((prefix, room))
     if pats is None:
-        pats = _ACK_RUNS[room] = tuple(
-            re.compile(rb"(?:PUB \$JS\.ACK\.[!-~]{1,%d}%s0\r\n\r\n)+" % (room, sp)) for sp in (b" ", b"  "))
+        pats = _EMPTY_RUNS[(prefix, room)] = tuple(
+            re.compile(rb"(?:PUB %s[!-~]{1,%d}%s0\r\n\r\n)+" % (re.escape(prefix), room, sp)) for sp in (b" ", b"  "))
     return pats
 
 
@@ -179,14 +179,18 @@ class ClientParser(Framer):
 
     With `runs`, header-less PUBs that follow one another with the same subject and reply come out as one
     OP_PUBS event (a device publishing a stream of readings is the common case): one event, one subject
-    decode and, in the router, one match per run instead of per message."""
+    decode and, in the router, one match per run instead of per message. With `empty_runs` too (a subject
+    prefix, which the server takes from the services that receive such messages: JetStream's acks),
+    empty, reply-less PUBs under that prefix come out as one OP_ACKS event per run."""
 
-    __slots__ = ("runs", "_lines", "_hits", "_cold", "_acks")
+    __slots__ = ("runs", "_lines", "_hits", "_cold", "_acks", "_empty_prefix")
 
-    def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024, runs: bool = False) -> None:
+    def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024, runs: bool = False,
+                 empty_runs: bytes = b"") -> None:
         super().__init__(max_control_line, max_payload)
         self.runs = runs
-        self._acks = _ack_runs(max_control_line) if runs else None
+        self._empty_prefix = b"PUB " + empty_runs
+        self._acks = _empty_runs(empty_runs, max_control_line) if runs and empty_runs else None
         # runs mode: PUB control lines seen before (a publisher repeats a few) -> their parsed fields
         self._lines: dict[bytes, tuple] = {}
         # how often a line was found since the memo was last started over, and how many more new lines
@@ -216,9 +220,9 @@ class ClientParser(Framer):
         small = _SMALL_SIZES
         acks = self._acks
         while pos < n:
-            if acks is not None and find_at(_ACK_PREFIX, pos):
-                # a consumer client's plain acks, frames of one shape: one regex pass and one split for the
-                # run instead of a line parse each (every ack subject is new, so no memo helps)
+            if acks is not None and find_at(self._empty_prefix, pos):
+                # e.g. a consumer client's plain acks, frames of one shape: one regex pass and one split for
+                # the run instead of a line parse each (every ack subject is new, so no memo helps)
                 k = 0
                 m = acks[0].match(buf, pos)
                 if m is None:
@@ -226,7 +230,7 @@ class ClientParser(Framer):
                     m = acks[1].match(buf, pos)
                 if m is not None:
                     stop = m.end()
-                    append((OP_ACKS, buf[pos + 4 : stop - 6 - k].split(_ACK_SEPS[k])))
+                    append((OP_ACKS, buf[pos + 4 : stop - 6 - k].split(_EMPTY_SEPS[k])))
                     pos = stop
                     continue
             nl = find(b"\n", pos)
@@ -509,6 +513,11 @@ PONG = b"PONG\r\n"
 OK = b"+OK\r\n"
 
 
+def msg_prefix(subject: bytes, sid: bytes, reply: bytes) -> bytes:
+    """A MSG control line up to its size, for `frame_run`."""
+    return b"MSG %s %s %s " % (subject, sid, reply) if reply else b"MSG %s %s " % (subject, sid)
+
+
 def msg_head(subject: bytes, sid: bytes, reply: bytes, size: int) -> bytes:
     if reply:
         return b"MSG %s %s %s %d\r\n" % (subject, sid, reply, size)
@@ -521,31 +530,34 @@ def hmsg_head(subject: bytes, sid: bytes, reply: bytes, hsize: int, size: int) -
     return b"HMSG %s %s %d %d\r\n" % (subject, sid, hsize, hsize + size)
 
 
-# ---------------------------------------------------------------------------------------------
-# subjects
+def frame_batch(sid: bytes, msgs: list[tuple[bytes, bytes, bytes | None, bytes]], headers: bool) -> list[bytes]:
+    """Whole MSG/HMSG frames, one per (subject, reply, header block or None, payload) message, for one
+    subscription; header blocks are left out for a client that did not ask for headers. One format per
+    message: a consumer's batch of deliveries is the hot path."""
+    frames = []
+    append = frames.append
+    if headers:
+        for subject, reply, hdr, data in msgs:
+            if hdr:
+                hl = len(hdr)
+                if reply:
+                    append(b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, hl + len(data), hdr, data))
+                else:
+                    append(b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, hl + len(data), hdr, data))
+            elif reply:
+                append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
+            else:
+                append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
+    else:
+        for subject, reply, _, data in msgs:
+            if reply:
+                append(b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data))
+            else:
+                append(b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(data), data))
+    return frames
 
 
-def is_valid_subject(subject: str, check_runes: bool = False) -> bool:
-    """A subscription subject: non-empty tokens, `>` only last, wildcards only as whole tokens."""
-    if not subject or " " in subject or "\t" in subject or "\r" in subject or "\n" in subject:
-        return False
-    tokens = subject.split(".")
-    last = len(tokens) - 1
-    for i, t in enumerate(tokens):
-        if not t:
-            return False
-        if len(t) > 1 and (">" in t or "*" in t):
-            # nats-server allows '*' or '>' inside a longer token as a literal character
-            continue
-        if t == ">" and i != last:
-            return False
-    return True
-
-
-def is_valid_literal_subject(subject: str) -> bool:
-    if not is_valid_subject(subject):
-        return False
-    for t in subject.split("."):
-        if t == "*" or t == ">":
-            return False
-    return True
+def no_responders_msg(reply: bytes, sid: bytes, subject: bytes) -> bytes:
+    """The 503 status a requester with `no_responders` gets when nobody took its request."""
+    hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+    return hmsg_head(reply, sid, b"", len(hdr), 0) + hdr + CRLF

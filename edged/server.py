@@ -10,6 +10,8 @@ import socket
 import ssl
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import nkeys
@@ -18,8 +20,27 @@ from edged import SERVER_VERSION, __version__
 from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
+from edged.connection import Connection
+from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
 from edged.log import log
 from edged.options import Options, Permissions
+from edged.receiver import ReadContext
+
+
+@dataclass
+class Listener:
+    """A front door: where it listens and what it makes of each accepted socket. The NATS client port is
+    one; other front doors (MQTT, WebSocket in bridges/) are registered from the composition root
+    (edged/app.py) with `Server.add_listener`, so the server never imports them."""
+
+    name: str  # what the log calls its connections: "client", "mqtt", "websocket"
+    host: str
+    port: int  # 0 or -1: any free port
+    factory: Callable[[], asyncio.BaseProtocol]
+    ssl: ssl.SSLContext | None = None
+    ssl_handshake_timeout: float | None = None
+    bound_port: int = 0  # the port it listens on, once started
+    server: asyncio.base_events.Server | None = field(default=None, repr=False)
 
 
 def _server_id() -> str:
@@ -37,7 +58,13 @@ class Server:
         self.server_name = opts.server_name or self.server_id
         self.start_time = time.time()
         self._cid = 0
-        self.clients: dict[int, ClientConnection] = {}
+        # the context of the socket read being processed, shared with the services it reaches
+        self.reading = ReadContext()
+        # a subject prefix under which clients' empty, reply-less publishes are parsed as runs (set by
+        # the service that receives them: JetStream's acks), b"" for none
+        self.empty_run_prefix = b""
+        self.listeners: list[Listener] = []
+        self.clients: dict[int, Connection] = {}
         self.closed_clients: list[dict[str, Any]] = []  # ring for /connz?state=closed
         self.accounts: dict[str, Account] = {}
         self.authenticator = Authenticator(opts)
@@ -47,18 +74,18 @@ class Server:
         self.tls_context: ssl.SSLContext | None = None
         self.tls_required = opts.tls is not None
         self.slow_consumers = 0
+        self.stale_connections = 0  # closed for unanswered PINGs (nats-server's varz stale_connections)
+        self.stale_leafs = 0  # of which leafnode connections
         self.auth_errors = 0
         self.total_connections = 0
         self.lame_duck = False
         self.shutting_down = False
         self._flushq: list[Any] = []
         self._flush_scheduled = False
-        self._listeners: list[asyncio.base_events.Server] = []
         self._stopped: asyncio.Event | None = None
         self.client_port = 0
         self.monitor: Any = None
-        self.services: list[Any] = []
-        self.read_hooks: list[Any] = []  # called after each socket read is processed, before the flush  # subsystems with async start()/stop(): JetStream, MQTT, leafnodes...
+        self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
         self.reloads = 0
         self.config_load_time = time.time()
         self._build_accounts()
@@ -70,7 +97,7 @@ class Server:
             self.jetstream = JetStream(self)
             self.services.append(self.jetstream)
         if opts.leafnodes is not None and opts.leafnodes.remotes:
-            from edged.leafnode import LeafNodeManager
+            from edged.leafnode.remote import LeafNodeManager
 
             self.leafnodes = LeafNodeManager(self)
             self.services.append(self.leafnodes)
@@ -82,12 +109,15 @@ class Server:
             if name in self.accounts:
                 self.accounts[name].config = cfg
             else:
-                self.accounts[name] = Account(name, cfg, cache=not self.opts.disable_sublist_cache)
+                self.accounts[name] = self._account(name, cfg)
         if GLOBAL_ACCOUNT not in self.accounts:
-            self.accounts[GLOBAL_ACCOUNT] = Account(GLOBAL_ACCOUNT, cache=not self.opts.disable_sublist_cache)
+            self.accounts[GLOBAL_ACCOUNT] = self._account(GLOBAL_ACCOUNT)
         sysname = self.system_account_name
         if sysname and sysname not in self.accounts:
-            self.accounts[sysname] = Account(sysname, cache=not self.opts.disable_sublist_cache)
+            self.accounts[sysname] = self._account(sysname)
+
+    def _account(self, name: str, cfg: Any = None) -> Account:
+        return Account(name, cfg, cache=not self.opts.disable_sublist_cache, reading=self.reading)
 
     @property
     def system_account(self) -> Account | None:
@@ -107,16 +137,16 @@ class Server:
         name = res.account or GLOBAL_ACCOUNT
         acc = self.accounts.get(name)
         if acc is None:
-            acc = self.accounts[name] = Account(name, cache=not self.opts.disable_sublist_cache)
+            acc = self.accounts[name] = self._account(name)
             log.debug("Registered account %s", name)
-        if getattr(res, "account_claims", None):
+        if res.account_claims:
             acc.claims = res.account_claims
         return acc
 
     def lookup_account(self, name: str) -> Account:
         acc = self.accounts.get(name)
         if acc is None:
-            acc = self.accounts[name] = Account(name, cache=not self.opts.disable_sublist_cache)
+            acc = self.accounts[name] = self._account(name)
         return acc
 
     def permission_checker(self, perms: Permissions | None) -> Any:
@@ -225,26 +255,41 @@ class Server:
         if o.config_file:
             log.info("Using configuration file: %s", o.config_file)
         if o.pid_file:
-            with open(o.pid_file, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with open(o.pid_file, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                raise StartError(f"Could not write pidfile: {go_os_error('open', e, o.pid_file)}") from None
         if o.tls is not None:
             from edged.tlsconf import server_ssl_context
 
             self.tls_context = server_ssl_context(o.tls)
+        if self.jetstream is not None:
+            prepare_store_dir(self.jetstream.store_dir)  # a clear [FTL] line, not the SQLite open's errno
         for svc in self.services:
             await svc.start()
-        from edged.sysreqs import install_system_handlers
+        from edged.monitor.sysreqs import install_system_handlers
 
         install_system_handlers(self)
         if o.http_port:
-            from edged.monitor import MonitorServer
+            from edged.monitor.httpserver import MonitorServer
 
             self.monitor = MonitorServer(self)
-            await self.monitor.start()
-        await self._start_client_listener()
+            try:
+                await self.monitor.start()
+            except OSError as e:
+                where = go_listen_error(o.http_host or "0.0.0.0", o.http_port, e)
+                raise StartError(f"Can't start monitoring: can't listen to the monitor port: {where}") from None
+        await self._start_listeners()
         log.info("Server is ready")
 
-    async def _start_client_listener(self) -> None:
+    def add_listener(self, listener: Listener) -> None:
+        """Register a front door; it starts listening with the server (or at once, if already started)."""
+        self.listeners.append(listener)
+        if self.loop is not None and self.client_port:
+            self.loop.create_task(self._listen(listener))
+
+    def _client_listener(self) -> Listener:
         o = self.opts
         tls = o.tls
         handshake_first = tls is not None and tls.handshake_first
@@ -252,23 +297,42 @@ class Server:
         def factory() -> ClientConnection:
             return ClientConnection(self, tls_upgrade=tls is not None and not handshake_first)
 
-        host = o.host or "0.0.0.0"
-        srv = await self.loop.create_server(
-            factory,
-            host=host,
-            port=o.port if o.port != -1 else 0,
-            reuse_address=True,
-            ssl=self.tls_context if handshake_first else None,
-            ssl_handshake_timeout=tls.timeout if handshake_first and tls else None,
-            backlog=1024,
-        )
+        return Listener("client", o.host or "0.0.0.0", o.port, factory,
+                        ssl=self.tls_context if handshake_first else None,
+                        ssl_handshake_timeout=tls.timeout if handshake_first and tls else None)
+
+    async def _listen(self, lst: Listener) -> None:
+        try:
+            srv = await self.loop.create_server(
+                lst.factory,
+                host=lst.host,
+                port=lst.port if lst.port != -1 else 0,
+                reuse_address=True,
+                ssl=lst.ssl,
+                ssl_handshake_timeout=lst.ssl_handshake_timeout,
+                backlog=1024,
+            )
+        except OSError as e:
+            raise listen_error(lst.host, lst.port, e) from None
         for s in srv.sockets:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_port = srv.sockets[0].getsockname()[1]
-        self._listeners.append(srv)
-        log.info("Listening for client connections on %s:%d", host, self.client_port)
-        if tls is not None:
+        lst.server = srv
+        lst.bound_port = srv.sockets[0].getsockname()[1]
+        log.info("Listening for %s connections on %s:%d", lst.name, lst.host, lst.bound_port)
+
+    async def _start_listeners(self) -> None:
+        client = self._client_listener()
+        self.listeners.insert(0, client)
+        for lst in self.listeners:
+            await self._listen(lst)
+        self.client_port = client.bound_port
+        if self.opts.tls is not None:
             log.info("TLS required for client connections")
+
+    def _close_listeners(self) -> None:
+        for lst in self.listeners:
+            if lst.server is not None:
+                lst.server.close()
 
     async def wait_stopped(self) -> None:
         assert self._stopped is not None
@@ -279,8 +343,7 @@ class Server:
             return
         self.shutting_down = True
         log.info("Initiating Shutdown...")
-        for srv in self._listeners:
-            srv.close()
+        self._close_listeners()
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
         if self.monitor is not None:
@@ -306,14 +369,9 @@ class Server:
         self.lame_duck = True
         o = self.opts
         log.info("Entering lame duck mode, stop accepting new clients")
-        for srv in self._listeners:
-            srv.close()
-        info = self.client_info()
-        from edged.protocol import info_line
-
+        self._close_listeners()
         for conn in list(self.clients.values()):
-            if isinstance(conn, ClientConnection):
-                conn.send_raw(info_line(info))
+            conn.enter_lame_duck()
         await asyncio.sleep(min(o.lame_duck_grace_period, o.lame_duck_duration))
         clients = list(self.clients.values())
         remaining = max(0.0, o.lame_duck_duration - o.lame_duck_grace_period)
@@ -359,28 +417,22 @@ class Server:
         self._build_accounts()
         # re-authorise connected clients under the new rules; those no longer allowed are closed
         for conn in list(self.clients.values()):
-            if not isinstance(conn, ClientConnection) or not conn.connected:
-                continue
-            conn_opts = getattr(conn, "connect_opts", None)
-            if conn_opts is None:
-                continue
-            try:
-                res = self.authenticate(conn, conn_opts)
-            except Exception:
-                conn._auth_violation()
-                continue
-            conn.perms = self.permission_checker(res.permissions)
+            conn.reauthorize()
         self.reloads += 1
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
 
 
-async def _run(opts: Options) -> int:
-    srv = Server(opts)
+async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
     try:
+        srv = build(opts)
         await srv.start()
-    except OSError as e:
-        log.critical("Error listening on port: %s", e)
+    except StartError as e:
+        log.critical("%s", e)
+        return 1
+    except Exception as e:  # any other start failure is one [FTL] line too, never a traceback
+        log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
+        log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
@@ -394,18 +446,24 @@ async def _run(opts: Options) -> int:
     return 0
 
 
-def serve(opts: Options) -> int:
-    """Blocking entry point used by the CLI."""
-    logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+def serve(opts: Options, build: Callable[[Options], Server] = Server) -> int:
+    """Blocking entry point used by the CLI, which passes the composition root (edged/app.py) as `build`."""
+    try:
+        logmod.setup(debug=opts.debug, trace=opts.trace, logtime=opts.logtime, log_file=opts.log_file)
+    except OSError as e:  # no logger yet: one line on stderr, as nats-server's log.Fatalf
+        print(f"{time.strftime('%Y/%m/%d %H:%M:%S')} error opening file: "
+              f"{go_os_error('open', e, opts.log_file)}", file=sys.stderr)
+        return 1
     if opts.tls is not None and not opts.tls.handshake_first:
         # nats-server's default TLS (plaintext INFO, then the client's ClientHello) needs reading to
         # stay paused between accept and start_tls; uvloop does not always honour that pause, and a
         # fast ClientHello then reaches the NATS parser. asyncio's loop does, so it runs this mode.
         log.debug("TLS upgrade after INFO: using asyncio's event loop")
-        return asyncio.run(_run(opts))
+        return asyncio.run(_run(opts, build))
     try:
         import uvloop  # optional speed-up, never required
-
-        return uvloop.run(_run(opts))
     except ImportError:
-        return asyncio.run(_run(opts))
+        uvloop = None
+    if uvloop is None:  # run outside the except block: a start error must not chain to the ImportError
+        return asyncio.run(_run(opts, build))
+    return uvloop.run(_run(opts, build))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edged.subjects import subject_matches
+
 CACHE_MAX = 4096
 PARENTS_MAX = 1024  # parents of missed subjects followed at once (see Sublist.match)
 PARENT_MISSES = 4  # different subjects under one parent missed before its memo is tried
@@ -36,57 +38,6 @@ class _Level:
 
     def empty(self) -> bool:
         return not self.nodes and self.pwc is None and self.fwc is None
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """Does literal `subject` match `pattern` (which may hold wildcards)?"""
-    if pattern == subject:
-        return True
-    pt = pattern.split(".")
-    st = subject.split(".")
-    for i, p in enumerate(pt):
-        if p == ">":
-            return len(st) > i
-        if i >= len(st):
-            return False
-        if p != "*" and p != st[i]:
-            return False
-    return len(pt) == len(st)
-
-
-def subjects_overlap(a: str, b: str) -> bool:
-    """Could some literal subject match both patterns?"""
-    at = a.split(".")
-    bt = b.split(".")
-    for i in range(max(len(at), len(bt))):
-        x = at[i] if i < len(at) else None
-        y = bt[i] if i < len(bt) else None
-        if x == ">" or y == ">":
-            return x is not None and y is not None
-        if x is None or y is None:
-            return False
-        if x != y and x != "*" and y != "*":
-            return False
-    return True
-
-
-def subject_is_subset(sub: str, of: str) -> bool:
-    """Is every subject matched by `sub` also matched by `of`?"""
-    st = sub.split(".")
-    ot = of.split(".")
-    for i, o in enumerate(ot):
-        if o == ">":
-            return len(st) > i
-        if i >= len(st):
-            return False
-        s = st[i]
-        if s == ">":
-            return False
-        if o == "*":
-            continue
-        if s != o:
-            return False
-    return len(st) == len(ot)
 
 
 class Sublist:
@@ -346,6 +297,16 @@ class Sublist:
 
     def cache_size(self) -> int:
         return len(self._cache)
+
+    def cache_fanout(self) -> tuple[int, int, int]:
+        """(cached results, their total fanout, the largest): nats-server's SublistStats fanout figures."""
+        tot = mx = 0
+        for psubs, qsubs in list(self._cache.values()):
+            n = len(psubs) + len(qsubs)
+            tot += n
+            if n > mx:
+                mx = n
+        return len(self._cache), tot, mx
 
 
 def _result(psubs: list, qgroups: dict[str, list]) -> tuple[tuple, tuple]:

@@ -7,8 +7,10 @@
     await committed                                  # the row is in SQLite: send the PubAck
 """
 
+from edged.subjects import CompiledFilter, compile_filter, is_literal, subject_matches
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
     Meta,
     Store,
     StoreClosedError,
@@ -21,10 +23,10 @@ from storage.base import (
 )
 from storage.memory import MemoryStore, MemoryStream
 from storage.sqlite import SQLiteStore, SQLiteStream, parse_sync_interval
-from storage.subjects import SubjectFilter, compile_filter, is_literal, subject_matches
 
 __all__ = [
     "DEFAULT_ACCOUNT",
+    "MAX_SEQ",
     "Meta",
     "MemoryStore",
     "MemoryStream",
@@ -38,7 +40,7 @@ __all__ = [
     "Stream",
     "StreamExistsError",
     "StreamState",
-    "SubjectFilter",
+    "CompiledFilter",
     "compile_filter",
     "is_literal",
     "parse_sync_interval",

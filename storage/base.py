@@ -18,9 +18,14 @@ from collections.abc import Awaitable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from storage.subjects import FilterArg, SubjectFilter, compile_filter, is_literal
+from edged.subjects import CompiledFilter, FilterArg, compile_filter, is_literal
 
 DEFAULT_ACCOUNT = "$G"
+# The sequence space of a stream: the SQLite store keeps a message's sequence in the low SEQ_BITS bits
+# of its row key (the stream's id above them). Part of the interface, so that JetStream can refuse a
+# request past it without knowing the backend.
+SEQ_BITS = 44
+MAX_SEQ = (1 << SEQ_BITS) - 1
 
 
 class StoreError(Exception):
@@ -139,7 +144,7 @@ class Stream(ABC):
 
     @abstractmethod
     def _scan(
-        self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool
+        self, lo: int, hi: int, filt: CompiledFilter, reverse: bool, full: bool
     ) -> Iterator[Any]:
         """Live messages with lo <= seq <= hi matching filt, in seq order (StoredMsg or Meta)."""
 

@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
+from edged.subjects import CompiledFilter
 from storage.base import (
     DEFAULT_ACCOUNT,
     DONE,
@@ -22,7 +23,6 @@ from storage.base import (
     Stream,
     StreamExistsError,
 )
-from storage.subjects import SubjectFilter
 
 
 def _blen(s: str) -> int:
@@ -76,7 +76,7 @@ class MemoryStream(Stream):
             return m
         return Meta(m.seq, m.subject, _blen(m.subject) + len(m.hdr) + len(m.data) + 16, m.ts)
 
-    def _scan(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+    def _scan(self, lo: int, hi: int, filt: CompiledFilter, reverse: bool, full: bool) -> Iterator[Any]:
         if lo > hi or not self._msgs:
             return
         msgs = self._msgs

@@ -61,8 +61,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from edged.subjects import CompiledFilter, FilterArg, compile_filter, to_glob
 from storage.base import (
     DEFAULT_ACCOUNT,
+    MAX_SEQ,
+    SEQ_BITS,
     Meta,
     Store,
     StoreClosedError,
@@ -72,10 +75,8 @@ from storage.base import (
     Stream,
     StreamExistsError,
 )
-from storage.subjects import FilterArg, SubjectFilter, compile_filter, to_glob
 
-SEQ_BITS = 44
-SEQ_MASK = (1 << SEQ_BITS) - 1
+SEQ_MASK = MAX_SEQ  # a row key's sequence bits
 MAX_STREAM_ID = (1 << 19) - 1
 DB_NAME = "jetstream.sqlite3"
 SCHEMA_VERSION = 1
@@ -372,7 +373,7 @@ class SQLiteStream(Stream):
             return StoredMsg(seq, r[2], r[3], r[4], r[5], r[6])
         return Meta(seq, r[2], r[8], r[5])
 
-    def _scan(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+    def _scan(self, lo: int, hi: int, filt: CompiledFilter, reverse: bool, full: bool) -> Iterator[Any]:
         if lo > hi:
             return
         plo = self._pend_lo
@@ -387,7 +388,7 @@ class SQLiteStream(Stream):
             if hi >= plo:
                 yield from self._scan_pend(max(lo, plo), hi, filt, False, full)
 
-    def _scan_pend(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+    def _scan_pend(self, lo: int, hi: int, filt: CompiledFilter, reverse: bool, full: bool) -> Iterator[Any]:
         pend = self._pend
         if not pend:
             return
@@ -400,7 +401,7 @@ class SQLiteStream(Stream):
             if r is not None and (filt.all or filt.matches(r[2])):
                 yield self._pend_row(seq, r, full)
 
-    def _scan_db(self, lo: int, hi: int, filt: SubjectFilter, reverse: bool, full: bool) -> Iterator[Any]:
+    def _scan_db(self, lo: int, hi: int, filt: CompiledFilter, reverse: bool, full: bool) -> Iterator[Any]:
         if filt.all:
             yield from self._db_chunks(lo, hi, None, (), reverse, full)
         elif filt.literal_only and len(filt.literals) == 1:

@@ -2,39 +2,25 @@
 
 Each handler follows nats-server's request handler of the same name (server/jetstream_api.go): the
 same order of checks, so that a request with several faults gets the same error; the same `type`
-values and field names; `{"error": {...}}` with its codes (errors.py) on failure. Handler attributes
-read by the engine: `arity` (tokens allowed after the prefix: nats-server subscribes e.g.
-`STREAM.INFO.*`, so other forms get no reply), `resp_type`, `err_fields` (fields nats-server's response
-struct always marshals, also next to an error) and `count_ok` (false where nats-server sends a success
-without counting it in the API stats).
+values and field names; `{"error": {...}}` with its codes (errors.py) on failure. What the dispatcher
+reads of a handler is given to dispatch.handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, lookup
+from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
-from edged.jetstream.stream import (
-    Stream,
-    check_update,
-    msg_dict,
-    normalize_config,
-)
-from edged.protocol import is_valid_literal_subject
-from edged.sublist import subjects_overlap
-from storage import StreamExistsError
-from storage.sqlite import SEQ_MASK as MAX_SEQ
+from edged.jetstream.stream import Stream, msg_dict, normalize_config
+from edged.subjects import is_valid_literal_subject, subjects_overlap
+from storage import MAX_SEQ
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream, JSAccount
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
 
-T = "io.nats.jetstream.api.v1."
-NAMES_LIMIT = 1024
-LIST_LIMIT = 256
 MAX_SUBJECT_DETAILS = 100_000
 
 _PAGED = {"total": 0, "offset": 0, "limit": 0}
@@ -78,20 +64,6 @@ _RESTORE_REQUEST = {
                      deleted="[]uint64", lost=_struct("LostStreamData", msgs="[]uint64", bytes="uint64"),
                      consumer_count="int"),
 }
-_decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
-
-
-def handler(prefix: str, rtype: str, arity: tuple[int, int], err_fields: dict[str, Any] | None = None,
-            count_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.prefix = prefix  # type: ignore[attr-defined]
-        f.resp_type = T + rtype  # type: ignore[attr-defined]
-        f.arity = arity  # type: ignore[attr-defined]
-        f.err_fields = err_fields  # type: ignore[attr-defined]
-        f.count_ok = count_ok  # type: ignore[attr-defined]
-        return f
-    return deco
 
 
 def _stream_of(req: ApiRequest) -> Stream:
@@ -100,27 +72,6 @@ def _stream_of(req: ApiRequest) -> Stream:
     if s is None:
         raise api_error("JSStreamNotFoundErr")
     return s
-
-
-def _is_object_or_array(data: bytes) -> bool:
-    """nats-server parses an optional request body only when it starts with `{` or `[`; anything else
-    (empty, garbage) means "no options"."""
-    b = data.lstrip(b" \t\r\n")
-    return bool(b) and b[:1] in (b"{", b"[")
-
-
-def _optional_body(req: ApiRequest, struct: str, types: dict[str, Any]) -> dict[str, Any]:
-    return req.decode(struct, types) if _is_object_or_array(req.data) else {}
-
-
-def _is_empty_request(data: bytes) -> bool:
-    if not data or data == b"{}":
-        return True
-    try:
-        v = _decode(data)
-    except msgspec.DecodeError:
-        return False
-    return isinstance(v, dict) and not v
 
 
 # ------------------------------------------------------------------ account
@@ -144,57 +95,6 @@ def account_info(req: ApiRequest) -> dict[str, Any]:
 # ------------------------------------------------------------------ streams
 
 
-def _check_overlap(jsa: JSAccount, cfg: dict[str, Any], skip: str = "") -> None:
-    for other in jsa.streams.values():
-        if other.name == skip:
-            continue
-        for a in cfg["subjects"]:
-            for b in other.config["subjects"]:
-                if subjects_overlap(a, b):
-                    raise api_error("JSStreamSubjectOverlapErr")
-
-
-def _check_stream_limits(jsa: JSAccount, cfg: dict[str, Any], name: str, creating: bool,
-                         old_max_bytes: int = 0) -> None:
-    """nats-server's jsNonClusteredStreamLimitsCheck / configUpdateCheck limits: the stream count, the
-    account's max_consumers, and max_bytes reservations against the account's and the server's
-    memory/storage limits. A stream without max_bytes reserves one byte."""
-    lim = jsa.limits
-    if creating and lim.max_streams > 0 and sum(1 for n in jsa.streams if n != name) >= lim.max_streams:
-        raise api_error("JSMaximumStreamsLimitErr")
-    if cfg["max_consumers"] > 0 and lim.max_consumers > 0 and cfg["max_consumers"] > lim.max_consumers:
-        raise api_error("JSMaximumConsumersLimitErr")
-    memory = cfg["storage"] == "memory"
-    i = 0 if memory else 1
-    new_max = cfg["max_bytes"]
-    others = jsa.reserved(skip=name)[i]  # the account's other streams
-    if creating:
-        add = new_max if new_max >= 0 else 1
-        reserved = others
-    else:
-        add = max(max(new_max, 0) - max(old_max_bytes, 0), 0)
-        reserved = others + max(new_max - add, 0)
-    acc_max = lim.max_memory if memory else lim.max_file
-    err = "JSMemoryResourcesExceededErr" if memory else "JSStorageResourcesExceededErr"
-    if acc_max >= 0 and (reserved > acc_max or add > acc_max - reserved):
-        raise api_error(err)
-    srv_max = jsa.js.max_memory if memory else jsa.js.max_file
-    if srv_max >= 0:
-        # every stream of the server but this one
-        srv_reserved = jsa.js.total_reserved()[i] - (jsa.reserved()[i] - others)
-        if srv_reserved > srv_max or add > srv_max - srv_reserved:
-            raise api_error(err)
-
-
-def _check_max_bytes_required(jsa: JSAccount, cfg: dict[str, Any]) -> None:
-    lim = jsa.limits
-    per_stream = lim.memory_max_stream_bytes if cfg["storage"] == "memory" else lim.store_max_stream_bytes
-    if lim.max_bytes_required and cfg["max_bytes"] <= 0:
-        raise api_error("JSStreamMaxBytesRequired")
-    if per_stream > 0 and cfg["max_bytes"] > per_stream:
-        raise api_error("JSStreamMaxStreamBytesExceeded")
-
-
 @handler("STREAM.CREATE", "stream_create_response", (1, 1))
 async def stream_create(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
@@ -209,27 +109,7 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
         raise api_error("JSStreamInvalidConfigF", err="stream has no mirror but does have mirror direct")
     jsa = req.jsa
     assert jsa is not None
-    cfg = normalize_config(body)
-    _check_max_bytes_required(jsa, cfg)
-    _check_stream_limits(jsa, cfg, name, creating=True)
-    existing = jsa.streams.get(name)
-    if existing is not None:
-        if existing.config == cfg:
-            return {**existing.info(), "did_create": True}
-        raise api_error("JSStreamNameExistErr")
-    _check_overlap(jsa, cfg)
-    js = req.js
-    store = js.store_for(cfg["storage"])
-    try:
-        st = store.create_stream(name, _encode(cfg), account=jsa.account.name, first_seq=cfg.get("first_seq") or 0)
-    except StreamExistsError:
-        raise api_error("JSStreamNameExistErr") from None
-    await store.durable()
-    stream = Stream(js, jsa, cfg, st, st.created_ns)
-    jsa.streams[name] = stream
-    stream.subscribe()
-    js.advisory(jsa, f"STREAM.CREATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                 "stream": name, "action": "create"})
+    stream = await jsa.add_stream(normalize_config(body))
     return {**stream.info(), "did_create": True}
 
 
@@ -241,31 +121,14 @@ async def stream_update(req: ApiRequest) -> dict[str, Any]:
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")
     stream = _stream_of(req)
-    jsa = req.jsa
-    assert jsa is not None
-    check_update(stream.config, cfg)
-    if cfg["sealed"]:
-        # what sealing means, spelled out in the config as nats-server does
-        cfg.update(max_age=0, discard="new", deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)
-    _check_max_bytes_required(jsa, cfg)
-    _check_stream_limits(jsa, cfg, name, creating=False, old_max_bytes=stream.config["max_bytes"])
-    _check_overlap(jsa, cfg, skip=name)
-    old_subjects = stream.config["subjects"]
-    stream.config = cfg
-    stream._apply_config()
-    await stream.store.update_config(_encode(cfg))
-    if old_subjects != cfg["subjects"]:
-        stream.unsubscribe()
-        stream.subscribe()
-    stream.enforce_limits()
-    req.js.advisory(jsa, f"STREAM.UPDATED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                     "stream": name, "action": "modify"})
+    assert req.jsa is not None
+    await req.jsa.update_stream(stream, cfg)
     return stream.info(domain=True)
 
 
 @handler("STREAM.INFO", "stream_info_response", (1, 1), err_fields=_PAGED)
 def stream_info(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req, "JSApiStreamInfoRequest", _STREAM_INFO_REQUEST)
+    body = req.options("JSApiStreamInfoRequest", _STREAM_INFO_REQUEST)
     details = bool(body.get("deleted_details"))
     subjects_filter = body.get("subjects_filter") or None
     offset = max(int_field(body, "offset"), 0)
@@ -288,7 +151,7 @@ def stream_info(req: ApiRequest) -> dict[str, Any]:
 
 def _streams_page(req: ApiRequest, struct: str) -> tuple[list[Stream], int, int]:
     assert req.jsa is not None
-    body = _optional_body(req, struct, _STREAMS_REQUEST)
+    body = req.options(struct, _STREAMS_REQUEST)
     offset = max(int_field(body, "offset"), 0)
     flt = body.get("subject") or ""
     streams = sorted(req.jsa.streams.values(), key=lambda s: s.name)
@@ -313,36 +176,17 @@ def stream_list(req: ApiRequest) -> dict[str, Any]:
 
 @handler("STREAM.DELETE", "stream_delete_response", (1, 1))
 async def stream_delete(req: ApiRequest) -> dict[str, Any]:
-    if not _is_empty_request(req.data):
+    if not req.is_empty():
         raise api_error("JSNotEmptyRequestErr")
     stream = _stream_of(req)
-    name = stream.name
-    jsa = req.jsa
-    assert jsa is not None
-    stream.closed = True
-    stream.unsubscribe()
-    for c in list(stream.consumers.values()):
-        stop = getattr(c, "stop", None)
-        if stop is not None:
-            r = stop(deleted=True)
-            if hasattr(r, "__await__"):
-                await r
-        advise = getattr(c, "delete_advisory", None)
-        if advise is not None:
-            advise()  # each consumer's delete, before the stream's (as nats-server)
-    del jsa.streams[name]
-    store = req.js.store_for(stream.config["storage"])
-    store.delete_stream(name, account=jsa.account.name)
-    await store.durable()
-    req.js.space_freed()
-    req.js.advisory(jsa, f"STREAM.DELETED.{name}", {"type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                     "stream": name, "action": "delete"})
+    assert req.jsa is not None
+    await req.jsa.delete_stream(stream)
     return {"success": True}
 
 
 @handler("STREAM.PURGE", "stream_purge_response", (1, 1), err_fields={"purged": 0})
 async def stream_purge(req: ApiRequest) -> dict[str, Any]:
-    body = _optional_body(req, "JSApiStreamPurgeRequest", _PURGE_REQUEST)
+    body = req.options("JSApiStreamPurgeRequest", _PURGE_REQUEST)
     seq = int_field(body, "seq")
     keep = int_field(body, "keep")
     if seq > 0 and keep > 0:
@@ -359,13 +203,13 @@ async def stream_purge(req: ApiRequest) -> dict[str, Any]:
     purged, one = stream.purge_store(flt, seq=max(seq, 0), keep=max(keep, 0))
     await stream.store.durable()
     stream.purged(flt, one)
-    req.js.space_freed()
+    req.js.space.space_freed()
     return {"success": True, "purged": purged}
 
 
 @handler("STREAM.MSG.GET", "stream_msg_get_response", (1, 1), count_ok=False)
 def msg_get(req: ApiRequest) -> dict[str, Any]:
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiMsgGetRequest", MSG_GET_REQUEST)
     if int_field(body, "batch") > 0 or int_field(body, "max_bytes") > 0:
@@ -391,7 +235,7 @@ def _valid_get(body: dict[str, Any]) -> bool:
 
 @handler("STREAM.MSG.DELETE", "stream_msg_delete_response", (1, 1))
 async def msg_delete(req: ApiRequest) -> dict[str, Any]:
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiMsgDeleteRequest", _MSG_DELETE_REQUEST)
     seq = int_field(body, "seq")
@@ -404,7 +248,7 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     if seq > 0 and st.delete(seq, erase=not body.get("no_erase")):
         await st.durable()
         stream.notify_removed(seq=seq)
-        req.js.space_freed()
+        req.js.space.space_freed()
         return {"success": True}
     # nats-server's file store tells "before the first / past the last" from "an interior gap"; its memory
     # store says "not found" for both
@@ -433,7 +277,7 @@ def stream_peer_remove(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.SNAPSHOT", "stream_snapshot_response", (1, 1))
 def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
     """Not supported: answered with nats-server's checks in its order, then its snapshot error."""
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     _stream_of(req)
     body = req.decode("JSApiStreamSnapshotRequest", _SNAPSHOT_REQUEST)
@@ -445,7 +289,7 @@ def stream_snapshot(req: ApiRequest) -> dict[str, Any]:
 @handler("STREAM.RESTORE", "stream_restore_response", (1, 1), err_fields={"deliver_subject": ""})
 def stream_restore(req: ApiRequest) -> dict[str, Any]:
     """Not supported: answered with nats-server's checks in its order, then its restore error."""
-    if _is_empty_request(req.data):
+    if req.is_empty():
         raise api_error("JSBadRequestErr")
     body = req.decode("JSApiStreamRestoreRequest", _RESTORE_REQUEST)
     name = req.tokens[0]
@@ -465,6 +309,5 @@ def stream_restore(req: ApiRequest) -> dict[str, Any]:
 def install(js: JetStream) -> None:
     for f in (account_info, stream_create, stream_update, stream_info, stream_names, stream_list, stream_delete,
               stream_purge, msg_get, msg_delete, stream_leader_stepdown, consumer_leader_stepdown,
-              stream_peer_remove, stream_snapshot, stream_restore):
+              stream_peer_remove, stream_snapshot, stream_restore, direct_get):
         js.register_api(f.prefix, f)  # type: ignore[attr-defined]
-    js.register_api("DIRECT.GET", direct_get)

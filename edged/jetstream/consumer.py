@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.accounts import Declined, Deferred
 from edged.config import parse_duration
+from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns
-from edged.monitor import go_duration
-from edged.sublist import subject_is_subset, subject_matches
+from edged.receiver import Message
+from edged.subjects import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
 if TYPE_CHECKING:
@@ -35,8 +34,8 @@ NS = 1_000_000_000
 FC_MAX_PENDING = 32 * 1024 * 1024
 FC_START_WINDOW = FC_MAX_PENDING // 16
 READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
-FRAMES_FLUSH = 256 * 1024  # bytes of built frames handed to the client connection at once
-EARLY_FRAMES = 32  # a big batch: these first frames are written at once, before the rest are built
+BATCH_FLUSH = 256 * 1024  # bytes of messages handed to the client connection at once (with ~64 per message)
+EARLY_BATCH = 32  # a big batch: these first messages are written at once, before the rest are built
 
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
@@ -154,6 +153,7 @@ class Consumer:
                  state: dict[str, Any] | None = None, durable_store: bool = True) -> None:
         self.stream = stream
         self.js = stream.js
+        self.reading = stream.js.server.reading
         self.name = name
         self.config = config
         self.created = created
@@ -203,7 +203,7 @@ class Consumer:
             self._load_state(state)
         else:
             self._initial_position()
-        self._ackq: list[str] = []  # plain acks of the client read being processed (see Deferred)
+        self._ackq: list[str] = []  # plain acks of the client read being processed (see ReadContext.defer)
         if self.ack != "none":
             # ack_policy none takes no acks at all: an ack with a reply gets "no responders", as from nats-server
             self._ack_sub = self.ic.subscribe(f"$JS.ACK.{stream.name}.{name}.>", self._on_ack, passive=True,
@@ -548,10 +548,10 @@ class Consumer:
             self._finish_no_wait()
         if n >= 4096:
             self.kick()
-        elif n and not self.push and not self._buf and Deferred.active and not self._prefetching:
+        elif n and not self.push and not self._buf and self.reading.active and not self._prefetching:
             # a pull client asks again once it has what it got: read its next batch while it does
             self._prefetching = True
-            Deferred.work.append(self._prefetch)
+            self.reading.defer(self._prefetch)
 
     def _prefetch(self) -> None:
         self._prefetching = False
@@ -599,14 +599,14 @@ class Consumer:
         psubs, qgroups = acc.sublist.match(dest)
         direct = psubs[0] if len(psubs) == 1 and not qgroups and not psubs[0].max else None
         deliver = direct.conn.deliver if direct is not None else None
-        # a plain client connection takes whole MSG frames, each built by one format with the ack
-        # subject inside: no reply bytes object, no deliver() call per message
-        frames: list[bytes] | None = None
+        # a connection that takes batches with no per-message check is handed the messages in one call
+        # per BATCH_FLUSH bytes: no deliver() call per message
+        batch: list[Message] | None = None
         conn: Any = None
         if direct is not None:
             conn = direct.conn
-            if getattr(conn, "deliver_frames", None) is not None and conn.perms is None:
-                frames = []
+            if conn.takes_batch(direct):
+                batch = []
         route = acc.route
         ic = self.ic
         prefix = self._ack_prefix
@@ -616,16 +616,14 @@ class Consumer:
         popleft = buf.popleft
         sent = fsize = fbytes = 0
         seq = dseq = 0
-        if frames is not None:
-            # nothing runs between two frames (they are only built): the position stays in locals
-            # and is written back before the frames are handed over
-            sid_b = direct.sid_b  # type: ignore[union-attr]
-            headers = conn.headers
-            append = frames.append
+        if batch is not None:
+            # nothing runs between two messages (they are only built): the position stays in locals
+            # and is written back before the batch is handed over
+            append = batch.append
             dseq = self.dseq
             np: int = self._np or 0
             last = st.last_seq
-            early = EARLY_FRAMES if limit > 2 * EARLY_FRAMES else -1
+            early = EARLY_BATCH if limit > 2 * EARLY_BATCH else -1
             while sent < limit:
                 m = popleft()
                 seq = m[0]
@@ -633,33 +631,29 @@ class Consumer:
                 np = np - 1 if np > 0 else 0
                 if pending is not None:
                     pending[seq] = [dseq, now]
-                subj_b = subj_cache[m[1]]
                 hdr = m[2]
                 data = m[3]
-                if hdr and headers:
-                    hl = len(hdr)
-                    f = b"HMSG %s %s %s%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (
-                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, hl, hl + len(data), hdr,
-                        data)
-                    fsize += hl + len(data)
+                if hdr:
+                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
+                            hdr, data))
+                    fsize += len(hdr) + len(data)
                 else:
-                    f = b"MSG %s %s %s%d.%d.%d.%d %d\r\n%s\r\n" % (
-                        subj_b, sid_b, prefix, seq, dseq, m[4], np if seq < last else 0, len(data), data)
+                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
+                            None, data))
                     fsize += len(data)
-                append(f)
-                fbytes += len(f)
                 sent += 1
-                if fbytes >= FRAMES_FLUSH or sent == early:
+                fbytes += 64
+                if fsize + fbytes >= BATCH_FLUSH or sent == early:
                     self.dseq, self.sseq, self._np = dseq, seq, np
-                    conn.deliver_frames(direct, frames, fsize, fbytes)
+                    conn.deliver_batch(direct, batch, fsize)
                     if sent == early:
                         conn.flush()  # the client starts on the first messages while the rest are built
-                    frames = []
-                    append = frames.append
+                    batch = []
+                    append = batch.append
                     fsize = fbytes = 0
             self.dseq, self.sseq, self._np = dseq, seq, np
-            if frames:
-                conn.deliver_frames(direct, frames, fsize, fbytes)
+            if batch:
+                conn.deliver_batch(direct, batch, fsize)
         else:
             while sent < limit:
                 m = popleft()
@@ -1028,12 +1022,12 @@ class Consumer:
     # ------------------------------------------------------------------ acks
 
     def _on_ack(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        if not payload and not reply and Deferred.active:
+        if not payload and not reply and self.reading.active:
             # a plain ack inside a client read: kept until the read's output is written, so that a
             # pull request right behind a batch of acks is answered without waiting for them
             q = self._ackq
             if not q:
-                Deferred.work.append(self._drain_acks)
+                self.reading.defer(self._drain_acks)
             q.append(subject)
             return
         if self._ackq:
@@ -1098,10 +1092,10 @@ class Consumer:
 
     def _on_plain_acks(self, sub: Any, subjects: list[bytes]) -> None:
         """`_on_ack` for a run of plain acks (empty, no reply) routed together."""
-        if Deferred.active:
+        if self.reading.active:
             q = self._ackq
             if not q:
-                Deferred.work.append(self._drain_acks)
+                self.reading.defer(self._drain_acks)
             q.extend(map(_decode, subjects))
             return
         on_ack = self._on_ack
@@ -1119,10 +1113,10 @@ class Consumer:
 
     def _wrong_shape(self, subject: str, reply: str) -> None:
         """A request on an ack subject of another shape than nine tokens: nats-server has no subscription
-        for it, so its publisher gets "no responders" unless someone else took it (see Declined)."""
+        for it, so its publisher gets "no responders" unless someone else took it (see ReadContext.decline)."""
         psubs, qgroups = self.ic.account.sublist.match(subject)
         if not qgroups and all(s is self._ack_sub for s in psubs):
-            Declined.last = (subject, reply)
+            self.reading.decline(subject, reply)
 
     def _drain_acks(self) -> None:
         """Process the queued plain acks, in order; whatever looks at pending state calls this first."""

@@ -1,4 +1,4 @@
-"""`$JS.API.CONSUMER.*` handlers and the consumer factory used when streams are restored."""
+"""`$JS.API.CONSUMER.*` handlers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.jetstream.api import _is_empty_request, _is_object_or_array
+from edged.goformat import ZERO_TIME, format_time
 from edged.jetstream.consumer import Consumer
 from edged.jetstream.consumer_config import (
     CREATE_REQUEST,
@@ -18,36 +18,22 @@ from edged.jetstream.consumer_config import (
     MAX_NAME,
     _filters,
     check_update,
-    decode_fields,
     normalize,
-    time_ns,
 )
+from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
-from edged.jetstream.gojson import go_kind, syntax_error
-from edged.jetstream.stream import format_time, valid_asset_name
-from edged.sublist import subjects_overlap
+from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
+from edged.jetstream.stream import valid_asset_name
+from edged.subjects import subjects_overlap
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest, JetStream
+    from edged.jetstream.dispatch import ApiRequest
+    from edged.jetstream.engine import JetStream
     from edged.jetstream.stream import Stream
 
-T = "io.nats.jetstream.api.v1."
-NAMES_LIMIT = 1024
-LIST_LIMIT = 256
 _ALPHA = string.ascii_letters + string.digits
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
-
-
-def _rtype(name: str, arity: tuple[int, int] | None = None, err_fields: dict[str, Any] | None = None) -> Any:
-    """Handler attributes the engine reads: the response type, the token counts nats-server subscribes
-    with (other forms get no reply) and the fields its response struct marshals next to an error."""
-    def deco(f: Any) -> Any:
-        f.resp_type = T + name
-        f.arity = arity
-        f.err_fields = err_fields
-        return f
-    return deco
 
 
 def _ephemeral_name() -> str:
@@ -192,26 +178,26 @@ def _wq_unique(stream: Stream, name: str, cfg: dict[str, Any]) -> None:
             raise api_error("JSConsumerWQConsumerNotUniqueErr")
 
 
-@_rtype("consumer_create_response", (1, 1 << 16))
+@handler("CONSUMER.CREATE", "consumer_create_response", (1, 1 << 16))
 def consumer_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=False)
 
 
-@_rtype("consumer_create_response", (2, 2))
+@handler("CONSUMER.DURABLE.CREATE", "consumer_create_response", (2, 2))
 def consumer_durable_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=True)
 
 
-@_rtype("consumer_info_response", (2, 2))
+@handler("CONSUMER.INFO", "consumer_info_response", (2, 2))
 def consumer_info(req: ApiRequest) -> dict[str, Any]:
-    if not _is_empty_request(req.data):
+    if not req.is_empty():
         raise api_error("JSNotEmptyRequestErr")
     return _consumer(req)[1].info()
 
 
-@_rtype("consumer_delete_response", (2, 2))
+@handler("CONSUMER.DELETE", "consumer_delete_response", (2, 2))
 async def consumer_delete(req: ApiRequest) -> dict[str, Any]:
-    if not _is_empty_request(req.data):
+    if not req.is_empty():
         raise api_error("JSNotEmptyRequestErr")
     _, c = _consumer(req)
     await c.delete()
@@ -222,7 +208,7 @@ def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
     """The stream, its consumer names in order and the requested offset (clamped as nats-server does);
     a body that is not a JSON object or array means no options."""
     offset = 0
-    if _is_object_or_array(req.data):
+    if req.has_options():
         offset = max(0, req.decode("JSApiConsumersRequest", {"offset": "int"}).get("offset", 0))
     stream = _stream(req)
     names = sorted(stream.consumers)
@@ -232,42 +218,42 @@ def _page(req: ApiRequest) -> tuple[Stream, list[str], int]:
 _PAGED_ERR = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
 
 
-@_rtype("consumer_names_response", (1, 1), _PAGED_ERR)
+@handler("CONSUMER.NAMES", "consumer_names_response", (1, 1), err_fields=_PAGED_ERR)
 def consumer_names(req: ApiRequest) -> dict[str, Any]:
     _, names, offset = _page(req)
     return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
             "consumers": names[offset:offset + NAMES_LIMIT]}
 
 
-@_rtype("consumer_list_response", (1, 1), _PAGED_ERR)
+@handler("CONSUMER.LIST", "consumer_list_response", (1, 1), err_fields=_PAGED_ERR)
 def consumer_list(req: ApiRequest) -> dict[str, Any]:
     stream, names, offset = _page(req)
     return {"total": len(names), "offset": offset, "limit": LIST_LIMIT,
             "consumers": [stream.consumers[n].info() for n in names[offset:offset + LIST_LIMIT]]}
 
 
+@handler("CONSUMER.MSG.NEXT")
 def consumer_next(req: ApiRequest) -> None:
     assert req.jsa is not None
     stream = req.jsa.streams.get(req.tokens[0]) if req.tokens else None
     c = stream.consumers.get(req.tokens[1]) if stream is not None and len(req.tokens) > 1 else None
-    if c is None:  # nobody listens there (JetStream._listened): the requester got "no responders"
+    if c is None:  # nobody listens there (Dispatcher._listened): the requester got "no responders"
         return None
     c.next_request(req.reply, req.data)
     return None
 
 
-_ZERO_TIME = "0001-01-01T00:00:00Z"
 
-
-@_rtype("consumer_pause_response", (2, 2), {"paused": False, "pause_until": _ZERO_TIME})
+@handler("CONSUMER.PAUSE", "consumer_pause_response", (2, 2),
+          err_fields={"paused": False, "pause_until": ZERO_TIME})
 def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
     until = ""
-    if _is_object_or_array(req.data):
+    if req.has_options():
         until = req.decode("JSApiConsumerPauseRequest", {"pause_until": "time"}).get("pause_until") or ""
     _, c = _consumer(req)
-    ns = time_ns(until) if until and until != _ZERO_TIME else 0
-    utc = format_time(ns) if ns else _ZERO_TIME
+    ns = time_ns(until) if until and until != ZERO_TIME else 0
+    utc = format_time(ns) if ns else ZERO_TIME
     cfg = {k: v for k, v in c.config.items() if k != "pause_until"}
     if ns:
         cfg["pause_until"] = utc
@@ -279,20 +265,10 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     return out
 
 
-def restore(stream: Stream, name: str, config: bytes, state: bytes) -> None:
-    """Recreate a persisted consumer after a restart: acked stays acked, pending is redelivered."""
-    doc = _dec.decode(config)
-    cfg, created = (doc["config"], int(doc.get("created") or 0)) if "config" in doc else (doc, 0)
-    st = _dec.decode(state) if state else None
-    c = Consumer(stream, name, cfg, created or time.time_ns(), st)
-    stream.add_consumer(c)
-    c.kick()
-
-
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
-@_rtype("consumer_unpin_response", (2, 2))
+@handler("CONSUMER.UNPIN", "consumer_unpin_response", (2, 2))
 def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
     """Priority groups are not supported, so no consumer has the group to unpin: nats-server's checks in
     its order (it reads this body leniently: json.Unmarshal), ending in its "no such group" error."""
@@ -313,13 +289,6 @@ def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
 
 
 def install(js: JetStream) -> None:
-    js.register_api("CONSUMER.CREATE", consumer_create)
-    js.register_api("CONSUMER.DURABLE.CREATE", consumer_durable_create)
-    js.register_api("CONSUMER.INFO", consumer_info)
-    js.register_api("CONSUMER.DELETE", consumer_delete)
-    js.register_api("CONSUMER.NAMES", consumer_names)
-    js.register_api("CONSUMER.LIST", consumer_list)
-    js.register_api("CONSUMER.MSG.NEXT", consumer_next)
-    js.register_api("CONSUMER.PAUSE", consumer_pause)
-    js.register_api("CONSUMER.UNPIN", consumer_unpin)
-    js.consumer_factory = restore
+    for f in (consumer_create, consumer_durable_create, consumer_info, consumer_delete, consumer_names,
+              consumer_list, consumer_next, consumer_pause, consumer_unpin):
+        js.register_api(f.prefix, f)  # type: ignore[attr-defined]

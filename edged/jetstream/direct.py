@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.goformat import parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
-from edged.jetstream.consumer_config import decode_fields
+from edged.jetstream.dispatch import handler
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.stream import parse_rfc3339, rfc3339ns
+from edged.jetstream.gojson import decode_fields
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import ApiRequest
+    from edged.jetstream.dispatch import ApiRequest
     from edged.jetstream.stream import Stream
 
 MAX_MULTI_RESULTS = 1024
@@ -98,6 +99,7 @@ def _get_request(data: bytes) -> dict[str, Any]:
     return {**body, **decode_fields(body, MSG_GET_REQUEST, "JSApiMsgGetRequest", strict=False)}
 
 
+@handler("DIRECT.GET", arity=(1, 1 << 20), count_ok=False)  # DIRECT.GET.<stream>[.<subject...>]
 def direct_get(req: ApiRequest) -> None:
     """Answer a direct get; the stream only listens when `allow_direct` is on (else no responders)."""
     assert req.jsa is not None
@@ -142,12 +144,8 @@ def direct_get(req: ApiRequest) -> None:
             return _multi_last(ic, reply, stream, multi, seq, batch, up_to_seq, up_to_time,
                                max_bytes or max_pending)
     _single_or_batch(ic, reply, stream, body, max_pending)
-    req.js.spin()
+    req.js.pubacks.spin()
     return None
-
-
-direct_get.arity = (1, 1 << 20)  # type: ignore[attr-defined]  # DIRECT.GET.<stream>[.<subject...>]
-direct_get.count_ok = False  # type: ignore[attr-defined]
 
 
 def _headers(stream: Stream, m: Any, pending: int = -1, last: int = 0) -> bytes:

@@ -15,15 +15,24 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.config import parse_duration
+from edged.goformat import rfc3339ns
 from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import go_quote
-from edged.protocol import is_valid_literal_subject, is_valid_subject
-from edged.sublist import subject_is_subset, subjects_overlap
+from edged.subjects import (
+    SubjectTransform,
+    is_valid_literal_subject,
+    is_valid_subject,
+    subject_is_subset,
+    subject_matches,
+    subjects_overlap,
+    transform_subject,
+)
 from storage import StoreError, StoreFullError
 
 if TYPE_CHECKING:
-    from edged.jetstream.engine import JetStream, JSAccount
+    from edged.jetstream.account import JSAccount
+    from edged.jetstream.engine import JetStream
 
 MAX_NAME_LEN = 255
 MAX_DESCRIPTION_LEN = 4096
@@ -36,41 +45,6 @@ _DISCARD = ("old", "new")
 _STORAGE = ("file", "memory")
 
 _json_encode = msgspec.json.Encoder().encode
-
-
-def rfc3339ns(ns: int) -> str:
-    """Go's time.RFC3339Nano in UTC; 0 is Go's zero time, as nats-server prints for empty streams."""
-    if ns <= 0:
-        return "0001-01-01T00:00:00Z"
-    return format_time(ns)
-
-
-def format_time(ns: int, offset: int = 0) -> str:
-    """Go's RFC3339Nano: trailing zeros of the fraction dropped, the zone as given (UTC is `Z`)."""
-    secs, frac = divmod(ns, NS)
-    y, mo, d, h, mi, s = time.gmtime(secs + offset)[:6]
-    f = f"{frac:09d}".rstrip("0")
-    a = abs(offset)
-    zone = "Z" if offset == 0 else f"{'+' if offset > 0 else '-'}{a // 3600:02d}:{a % 3600 // 60:02d}"
-    return f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}" + (f".{f}" if f else "") + zone
-
-
-def parse_rfc3339(text: str) -> int:
-    """ns since the epoch from an RFC 3339 time with up to 9 fractional digits."""
-    import calendar
-    import re
-
-    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)", text.strip())
-    if not m:
-        raise ValueError(f"invalid time {text!r}")
-    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
-    frac = int((m.group(7) or "0")[:9].ljust(9, "0"))
-    secs = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
-    tz = m.group(8)
-    if tz not in ("Z", "z"):
-        sign = 1 if tz[0] == "+" else -1
-        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
-    return secs * NS + frac
 
 
 def valid_asset_name(name: Any) -> bool:
@@ -332,6 +306,8 @@ class Stream:
 
     def __init__(self, js: JetStream, jsa: JSAccount, config: dict[str, Any], store: Any, created: int) -> None:
         self.js = js
+        self.space = js.space
+        self.pubacks = js.pubacks
         self.jsa = jsa
         self.account = jsa.account
         self.name: str = config["name"]
@@ -344,7 +320,7 @@ class Stream:
         # subject -> (last seq, size) when max_msgs_per_subject is 1, and the store epoch it is from
         self._last_of: dict[str, tuple[int, int]] = {}
         self._last_of_epoch = -1
-        # the store epoch the limits were last applied in: see JetStream._tick
+        # the store epoch the limits were last applied in: see lifecycle.tick
         self.limits_epoch = store.epoch
         self.last_msg_id = ""
         self.closed = False
@@ -369,7 +345,7 @@ class Stream:
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
         self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
         st = c.get("subject_transform")
-        self.transform = (st.get("src") or ">", st["dest"]) if st else None
+        self.transform = SubjectTransform(st.get("src") or ">", st["dest"]) if st else None
         rp = c.get("republish")
         self.republish = (rp.get("src") or ">", rp["dest"], bool(rp.get("headers_only"))) if rp else None
 
@@ -408,7 +384,7 @@ class Stream:
 
     def _refused(self, rep: str, e: JSApiError) -> None:
         if rep and not self.no_ack:
-            self.js.reply_in_order(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0},
+            self.pubacks.reply_in_order(self.jsa, rep, {"error": e.to_dict(), "stream": self.name, "seq": 0},
                                    self.store.durable())
 
     def _discard_new(self, subject: str, size: int, rollup: bool) -> None:
@@ -434,7 +410,7 @@ class Stream:
 
     def _check_room(self, size: int) -> None:
         """The disk (a full one refuses file streams) and the account's JetStream limits."""
-        if self.js.store_full and self.file:
+        if self.space.store_full and self.file:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
@@ -442,7 +418,7 @@ class Stream:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
         sizes, the headers' expectations, limits, then the store."""
         if self.transform is not None:
-            subject = self.js.transform(self.transform, subject)
+            subject = self.transform(subject)
         if self.sealed:
             raise api_error("JSStreamSealedErr")
         hdr = hdr or b""
@@ -495,7 +471,7 @@ class Stream:
                 prev = self.dedupe.get(msg_id)
                 if prev is not None and time.time_ns() - prev[1] < self.dup_window:
                     if reply and not self.no_ack:
-                        self.js.reply_in_order(self.jsa, reply, self.js.puback(self.name, prev[0], True),
+                        self.pubacks.reply_in_order(self.jsa, reply, self.pubacks.puback(self.name, prev[0], True),
                                                store.durable())
                     return
             elmi = get_header(hdr, "Nats-Expected-Last-Msg-Id")
@@ -567,18 +543,16 @@ class Stream:
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
             if hasattr(committed, "add_done_callback"):
-                self.js.ack_after(committed, self.jsa, reply, self.name, seq)
+                self.pubacks.ack_after(committed, self.jsa, reply, self.name, seq)
             else:  # a memory stream: stored already
-                self.js.send_ack(self.jsa, reply, self.name, seq)
-                self.js.spin()
+                self.pubacks.send_ack(self.jsa, reply, self.name, seq)
+                self.pubacks.spin()
 
     def _republish(self, subject: str, seq: int, ts: int, hdr: bytes, payload: bytes) -> None:
         src, dest, headers_only = self.republish  # type: ignore[misc]
-        from edged.sublist import subject_matches
-
         if not subject_matches(src, subject):
             return
-        target = self.js.transform((src, dest), subject)
+        target = transform_subject((src, dest), subject)
         last = self.store.load_prev(seq - 1, subject) if seq > 1 else None
         extra = (f"Nats-Stream: {self.name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\n"
                  f"Nats-Time-Stamp: {rfc3339ns(ts)}\r\nNats-Last-Sequence: {last.seq if last else 0}\r\n").encode()

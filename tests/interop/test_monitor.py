@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from edged import goformat as G
 from edged import monitor as M
 from edged.options import AccountConfig, Options, User
 from tests.support.aio import run, until
@@ -77,7 +78,7 @@ async def start_edged(o: Options):
     (3_600_000_000_000, "1h0m0s"), (7_384_500_000_000, "2h3m4.5s"), (-1_500_000, "-1.5ms"),
 ])
 def test_go_duration_matches_go(ns, text):
-    assert M.go_duration(ns) == text
+    assert G.go_duration(ns) == text
 
 
 _UNITS = {"ns": 1, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
@@ -97,12 +98,12 @@ def parse_go_duration(s: str) -> int:
 
 @given(st.integers(min_value=-(10**15), max_value=10**15))
 def test_go_duration_roundtrips(ns):
-    assert parse_go_duration(M.go_duration(ns)) == ns
+    assert parse_go_duration(G.go_duration(ns)) == ns
 
 
 @given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
 def test_rfc3339_is_go_time_format(t):
-    s = M.rfc3339(t)
+    s = G.rfc3339(t)
     m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z", s)
     assert m, s
     if m.group(7):
@@ -116,22 +117,22 @@ def test_rfc3339_is_go_time_format(t):
 
 
 def test_rfc3339_known_values():
-    assert M.rfc3339(0) == "0001-01-01T00:00:00Z"
-    assert M.rfc3339(1700000000) == "2023-11-14T22:13:20Z"
-    assert M.rfc3339(1700000000.25) == "2023-11-14T22:13:20.25Z"
+    assert G.rfc3339(0) == "0001-01-01T00:00:00Z"
+    assert G.rfc3339(1700000000) == "2023-11-14T22:13:20Z"
+    assert G.rfc3339(1700000000.25) == "2023-11-14T22:13:20.25Z"
 
 
 @pytest.mark.parametrize("secs,text", [
     (0, "0s"), (59.9, "59s"), (62, "1m2s"), (3600, "1h0m0s"), (90061, "1d1h1m1s"), (365 * 86400 + 5, "1y0d0h0m5s"),
 ])
 def test_uptime_text(secs, text):
-    assert M.uptime_text(secs) == text
+    assert G.uptime_text(secs) == text
 
 
 def test_rtt_text_truncates_like_nats_server():
-    assert M.rtt_text(0) == "0s"
-    assert M.rtt_text(0.000729456) == "729µs"
-    assert M.rtt_text(0.0012345) == "1.2345ms"
+    assert G.rtt_text(0) == "0s"
+    assert G.rtt_text(0.000729456) == "729µs"
+    assert G.rtt_text(0.0012345) == "1.2345ms"
 
 
 def test_parse_bool_and_int_errors_use_go_text():
@@ -436,7 +437,7 @@ def sys_opts() -> Options:
 
 
 def test_sys_requests():
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         srv = await start_edged(sys_opts())
@@ -519,7 +520,7 @@ def test_sys_requests():
 
 
 def test_sys_requests_need_a_system_account():
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         async with running(opts(no_system_account=True)) as srv:
@@ -687,7 +688,7 @@ def test_differential_sys_requests(start_server):
 accounts { SYS { users [{user: sys, password: sys}] }, A { users [{user: a, password: a}] } }
 system_account: SYS
 """
-    from edged.sysreqs import install_system_handlers
+    from edged.monitor.sysreqs import install_system_handlers
 
     async def main():
         ns = start_server("nats-server", config=conf)

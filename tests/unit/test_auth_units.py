@@ -14,7 +14,7 @@ from edged.auth import Authenticator, AuthError, check_password, permissions_fro
 from edged.creds import CredsError, format_creds, parse_creds
 from edged.options import NkeyUser, Options, Permissions, ResponsePermission, SubjectPermission, User
 from edged.permissions import PermissionChecker
-from edged.sublist import subject_is_subset, subject_matches
+from edged.subjects import subject_is_subset, subject_matches
 
 
 def kp(prefix: int = nkeys.PREFIX_BYTE_ACCOUNT):

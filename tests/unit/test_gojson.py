@@ -10,9 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edged.jetstream.consumer_config import decode_fields
 from edged.jetstream.errors import JSApiError
-from edged.jetstream.gojson import body_values, merge
+from edged.jetstream.gojson import body_values, decode_fields, merge
 
 _SOURCE = ("struct", "server.S", {"name": "string", "external": ("struct", "server.E", {"api": "string"})})
 TYPES = {"name": "string", "seq": "uint64", "placement": ("struct", "server.P", {"cluster": "string", "tags": "[]string"}),

@@ -14,8 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edged import leafnode_ws as W
-from edged.leafnode import (
+from edged.creds import read_creds_file
+from edged.jetstream.domain import decode_ack_reply as decode_js_ack_reply
+from edged.leafnode import websocket as W
+from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
     OP_INFO,
@@ -27,17 +29,14 @@ from edged.leafnode import (
     OP_PING,
     OP_PONG,
     LeafParser,
-    SubjectFilter,
     connect_line,
-    decode_js_ack_reply,
     ls_minus,
     ls_plus,
     msg_head,
-    parse_leaf_url,
-    read_creds,
-    sign_nonce,
 )
-from edged.proxy import connect_request, parse_response_head
+from edged.leafnode.dialing import parse_leaf_url, sign_nonce
+from edged.leafnode.proxy import connect_request, parse_response_head
+from edged.subjects import AllowDenyFilter
 from tests.support.leaf import creds_text, new_kp
 
 INFO = (b'INFO {"server_id":"N","server_name":"hub1","version":"2.15.1","proto":3,"client_id":6,'
@@ -174,19 +173,19 @@ def test_url_parsing() -> None:
 
 
 def test_subject_filter() -> None:
-    f = SubjectFilter(["up.>", "_INBOX.>"], ["up.secret"])
+    f = AllowDenyFilter(["up.>", "_INBOX.>"], ["up.secret"])
     assert f.allows("up.a") and f.allows("_INBOX.x.y")
     assert not f.allows("up.secret") and not f.allows("down")
     assert f.allows_interest("up.*") and f.allows_interest(">")  # wildcards only need to overlap
     assert not f.allows_interest("down.x") and not f.allows_interest("up.secret")
-    assert SubjectFilter().empty and SubjectFilter().allows("anything")
+    assert AllowDenyFilter().empty and AllowDenyFilter().allows("anything")
 
 
 def test_creds_and_signature() -> None:
     kp = new_kp(nkeys.PREFIX_BYTE_USER)
     with tempfile.NamedTemporaryFile("w", suffix=".creds", delete=False) as f:
         f.write(creds_text("eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln", kp.seed).replace("\n", "\r\n"))
-    jwt, seed = read_creds(f.name)
+    jwt, seed = read_creds_file(f.name)
     os.unlink(f.name)
     assert jwt == "eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln" and seed == kp.seed
     pub, sig = sign_nonce(seed, "XsDmym9xAAt_mGM")
@@ -197,7 +196,7 @@ def test_creds_and_signature() -> None:
     with tempfile.NamedTemporaryFile("w", delete=False) as f:
         f.write("no creds here")
     with pytest.raises(ValueError, match="malformed"):
-        read_creds(f.name)
+        read_creds_file(f.name)
     os.unlink(f.name)
 
 

@@ -9,6 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edged import protocol as P
+from edged.subjects import is_valid_literal_subject, is_valid_subject
+
+# the prefix JetStream asks the client parser to take empty PUBs in runs under (Server.empty_run_prefix)
+JS_ACK = b"$JS.ACK."
 
 
 def feed_all(data: bytes, chunks: list[int] | None = None, **kw) -> list[tuple]:
@@ -100,13 +104,13 @@ def test_encoders():
 
 
 def test_subject_validation():
-    assert P.is_valid_subject("foo.*.>")
-    assert not P.is_valid_subject("foo..bar")
-    assert not P.is_valid_subject("foo.>.bar")
-    assert not P.is_valid_subject("")
-    assert not P.is_valid_subject(".foo")
-    assert P.is_valid_literal_subject("foo.bar")
-    assert not P.is_valid_literal_subject("foo.*")
+    assert is_valid_subject("foo.*.>")
+    assert not is_valid_subject("foo..bar")
+    assert not is_valid_subject("foo.>.bar")
+    assert not is_valid_subject("")
+    assert not is_valid_subject(".foo")
+    assert is_valid_literal_subject("foo.bar")
+    assert not is_valid_literal_subject("foo.*")
 
 
 msgs = st.lists(
@@ -195,7 +199,7 @@ def spread(evs: list[tuple]) -> list[tuple]:
 
 def feed_runs(data: bytes, chunks: list[int], parser: P.ClientParser | None = None, **kw) -> list[tuple]:
     """runs=True parsing (by `parser` if given), spread back into plain events."""
-    p = parser or P.ClientParser(runs=True, **kw)
+    p = parser or P.ClientParser(runs=True, empty_runs=JS_ACK, **kw)
     evs: list[tuple] = []
     pos = 0
     for n in [*chunks, len(data)]:
@@ -207,7 +211,7 @@ def feed_runs(data: bytes, chunks: list[int], parser: P.ClientParser | None = No
 def test_runs_group_consecutive_pubs_with_one_subject_and_reply():
     data = (b"PUB a 1\r\nx\r\n" * 3 + b"PUB a 2\r\nyy\r\nPUB a r 1\r\nz\r\nPUB b 0\r\n\r\nPING\r\n"
             b"PUB b 0\r\n\r\npub b 1\r\nw\r\nHPUB b 12 12\r\nNATS/1.0\r\n\r\n\r\n")
-    assert P.ClientParser(runs=True).feed(data) == [
+    assert P.ClientParser(runs=True, empty_runs=JS_ACK).feed(data) == [
         (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x", b"yy"]),
         (P.OP_PUBS, "a", "r", b"a", b"r", [b"z"]),  # a message alone is a run of one
         (P.OP_PUBS, "b", "", b"b", b"", [b""]),
@@ -225,7 +229,7 @@ def test_runs_remembered_lines_are_not_confused():
     data = b"".join(ln + b"z" * (i % 5) + b"\r\n" for i, ln in enumerate(lines))
     got = [(e[1], e[2], e[4]) for e in feed_runs(data, [], max_payload=64)]
     assert got == [(f"s.{i % 300}", f"r.{i % 7}", b"z" * (i % 5)) for i in range(900)]
-    p = P.ClientParser(runs=True, max_payload=64)
+    p = P.ClientParser(runs=True, empty_runs=JS_ACK, max_payload=64)
     p.feed(data)
     assert p.feed(b"PUB s.1 r.1 65\r\n") == [(P.OP_ERROR, P.ERR_MAX_PAYLOAD)]
 
@@ -235,7 +239,7 @@ def test_runs_lines_that_never_repeat_are_not_remembered_for_a_while():
     only fill the memo: after a memo's worth of lines found less often than remembered, new lines are
     parsed plainly (OP_PUB events, the same messages; with a reply, OP_PUBR runs by subject) for a while,
     then remembered again."""
-    p = P.ClientParser(runs=True)
+    p = P.ClientParser(runs=True, empty_runs=JS_ACK)
     acks = [b"PUB $JS.ACK.S.C.1.%d.%d.1700000000000000000.0 r 0\r\n\r\n" % (i, i) for i in range(6000)]
     evs = p.feed(b"".join(acks[:300]) + b"PUB hot 1\r\nx\r\nPUB hot 1\r\nx\r\n")
     assert [e[0] for e in evs[:257]] == [P.OP_PUBS] * 257  # the one that finds the memo full, too
@@ -247,7 +251,7 @@ def test_runs_lines_that_never_repeat_are_not_remembered_for_a_while():
     assert {e[2] for e in evs} == {"r"}
     assert P.OP_PUBS in {e[0] for e in raw[4000:]}  # remembered again, to see whether they repeat now
     # a client whose lines repeat keeps its memo
-    q = P.ClientParser(runs=True)
+    q = P.ClientParser(runs=True, empty_runs=JS_ACK)
     for _ in range(40):
         assert {e[0] for e in q.feed(b"".join(b"PUB s.%d 1\r\nx\r\n" % i for i in range(200)))} == {P.OP_PUBS}
 
@@ -261,7 +265,7 @@ def test_runs_plain_acks_come_as_one_event():
     data = (b"".join(one % (i, i) for i in range(3)) + b"".join(two % (i, i) for i in range(3, 5)) + one % (5, 5)
             + b"PUB $JS.ACK.S.C.1.6.6.17.0 r 0\r\n\r\nPUB $JS.ACK.x 1\r\n+\r\npub $JS.ACK.y 0\r\n\r\n"
             + b"PUB $JS.ACK.z\t0\r\n\r\nPUB $JS.ACKS 0\r\n\r\nPING\r\n" + one % (7, 7))
-    evs = P.ClientParser(runs=True).feed(data)
+    evs = P.ClientParser(runs=True, empty_runs=JS_ACK).feed(data)
     subj = [b"$JS.ACK.S.C.1.%d.%d.17.0" % (i, i) for i in range(8)]
     assert evs[:3] == [(P.OP_ACKS, subj[:3]), (P.OP_ACKS, subj[3:5]), (P.OP_ACKS, subj[5:6])]
     assert [e[0] for e in evs[3:]] == [P.OP_PUBS, P.OP_PUBS, P.OP_PUB, P.OP_PUBS, P.OP_PUBS, P.OP_PING, P.OP_ACKS]
@@ -280,7 +284,7 @@ def test_runs_plain_acks_keep_max_control_line(mcl):
 
 def test_runs_error_mid_run_keeps_the_messages_before():
     data = b"PUB a 1\r\nx\r\n" * 3 + b"PUB a 1\r\nxy\r\n"
-    assert P.ClientParser(runs=True).feed(data) == [
+    assert P.ClientParser(runs=True, empty_runs=JS_ACK).feed(data) == [
         (P.OP_PUBS, "a", "", b"a", b"", [b"x", b"x", b"x"]),
         (P.OP_ERROR, P.ERR_UNKNOWN_OP),
     ]
@@ -306,7 +310,7 @@ def test_runs_give_the_same_messages_however_split(pieces, chunks):
 def _cold_parser(**kw) -> P.ClientParser:
     """A runs parser that has seen a memo's worth of lines that never repeat (a JetStream publisher's
     requests): it parses plainly for a while, grouping requests to one subject into OP_PUBR runs."""
-    p = P.ClientParser(runs=True, **kw)
+    p = P.ClientParser(runs=True, empty_runs=JS_ACK, **kw)
     p.feed(b"".join(b"PUB w.%d r 0\r\n\r\n" % i for i in range(300)))
     return p
 
@@ -349,3 +353,12 @@ def test_runs_of_requests_give_the_same_messages_however_split(pieces, chunks):
 def test_runs_random_bytes_same_as_per_message(data, chunks):
     assert feed_runs(data, chunks, max_control_line=64, max_payload=128) == feed_all(
         data, chunks, max_control_line=64, max_payload=128)
+
+
+def test_empty_runs_only_under_the_prefix_the_parser_was_given() -> None:
+    """The codec knows no JetStream: without a prefix, or under another one, ack frames are plain PUBs."""
+    data = b"PUB $JS.ACK.S.C.1.1.1.17.0 0\r\n\r\nPUB $JS.ACK.S.C.1.2.2.17.0 0\r\n\r\n"
+    assert all(e[0] != P.OP_ACKS for e in P.ClientParser(runs=True).feed(data))
+    assert all(e[0] != P.OP_ACKS for e in P.ClientParser(runs=True, empty_runs=b"$X.").feed(data))
+    evs = P.ClientParser(runs=True, empty_runs=b"$X.").feed(b"PUB $X.a 0\r\n\r\nPUB $X.b  0\r\n\r\nPUB $X.c 0\r\n\r\n")
+    assert evs == [(P.OP_ACKS, [b"$X.a"]), (P.OP_ACKS, [b"$X.b"]), (P.OP_ACKS, [b"$X.c"])]

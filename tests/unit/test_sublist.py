@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edged.sublist import Sublist, subject_is_subset, subject_matches, subjects_overlap
+from edged.subjects import subject_is_subset, subject_matches, subjects_overlap
+from edged.sublist import Sublist
 
 
 @dataclass(eq=False)

@@ -4,19 +4,23 @@ Tools such as `nats server list|report|info` and hub-side dashboards ping every 
 `$SYS.REQ.SERVER.PING[.VARZ|.CONNZ|...]` or address one with `$SYS.REQ.SERVER.<id>.<ENDPOINT>`. The answers
 carry nats-server's envelope (server/events.go ServerAPIResponse): `{"server": ServerInfo, "data": ...}`
 or `{"server": ..., "error": {"code", "description"}}`, and the data documents are the very ones the
-HTTP monitor serves (edged/monitor.py).
+HTTP monitor serves (documents.py).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
-from edged import monitor as M
+from edged import goformat as G
 from edged.log import log
+from edged.monitor import documents as D
+from edged.monitor.encoding import to_json
+from edged.monitor.request import MonitorError
 
 if TYPE_CHECKING:
     from edged.accounts import InternalClient, Subscription
@@ -62,7 +66,7 @@ class SystemHandlers:
             # JetStreamEnabled | BinaryStreamSnapshot capability bits, as nats-server sets them together
             "flags": 3 if js else 0,
             "seq": self.seq,
-            "time": M.rfc3339(time.time()),
+            "time": G.rfc3339(time.time()),
         }
         return si
 
@@ -83,7 +87,7 @@ class SystemHandlers:
         return bool(domain and domain != srv.opts.jetstream.domain)
 
     def respond(self, reply: str, doc: dict[str, Any]) -> None:
-        self.client.publish(reply, M.to_json(doc))
+        self.client.publish(reply, to_json(doc))
 
     # ------------------------------------------------------------------ request plumbing
 
@@ -125,7 +129,7 @@ class SystemHandlers:
                 data = build(subject, opts)
             except _Skip:
                 return
-            except M.MonitorError as e:
+            except MonitorError as e:
                 doc = {"server": self.server_info(), "error": {"code": 500, "description": str(e)}}
             except (TypeError, ValueError) as e:
                 doc = {"server": self.server_info(), "error": {"code": 400, "description": str(e)}}
@@ -139,7 +143,7 @@ class SystemHandlers:
 
     def statsz(self) -> dict[str, Any]:
         srv = self.server
-        v = M.varz(srv)
+        v = D.varz(srv)
         active = sum(1 for a in list(srv.accounts.values()) if a.clients)
         st: dict[str, Any] = {
             "start": v["start"], "mem": v["mem"], "cores": v["cores"], "cpu": v["cpu"],
@@ -196,15 +200,19 @@ class SystemHandlers:
 def _account_of(subject: str) -> str:
     toks = subject.split(".")
     if len(toks) != 5:
-        raise M.MonitorError(f'subject "{subject}" is malformed')
+        raise MonitorError(f'subject "{subject}" is malformed')
     return toks[3]
+
+
+# the handlers installed per server (Server.start installs them; a second call returns the same ones)
+_INSTALLED: weakref.WeakKeyDictionary[Server, SystemHandlers] = weakref.WeakKeyDictionary()
 
 
 def install_system_handlers(server: Server) -> SystemHandlers | None:
     """Subscribe the monitoring requests in the system account. None when there is no system account.
 
     Must run on the server's event loop after `server.loop` is set (i.e. from Server.start)."""
-    existing = getattr(server, "sys_handlers", None)
+    existing = _INSTALLED.get(server)
     if existing is not None:
         return existing
     sacc = server.system_account
@@ -215,29 +223,29 @@ def install_system_handlers(server: Server) -> SystemHandlers | None:
     srv = server
 
     def connz(subject: str, o: dict[str, Any]) -> Any:
-        return M.connz(srv, M.ConnzOptions.from_json(o))
+        return D.connz(srv, D.ConnzOptions.from_json(o))
 
     def subsz(subject: str, o: dict[str, Any]) -> Any:
-        return M.subsz(srv, M.SubszOptions.from_json(o))
+        return D.subsz(srv, D.SubszOptions.from_json(o))
 
     def healthz(subject: str, o: dict[str, Any]) -> Any:
-        return M.healthz(srv, M.HealthzOptions.from_json(o))
+        return D.healthz(srv, D.HealthzOptions.from_json(o))
 
     def jsz(subject: str, o: dict[str, Any]) -> Any:
-        jo = M.JszOptions.from_json(o)
-        if jo.leader_only and not M._js_enabled(srv):
+        jo = D.JszOptions.from_json(o)
+        if jo.leader_only and not D.jetstream_enabled(srv):
             raise _Skip()
-        return M.jsz(srv, jo)
+        return D.jsz(srv, jo)
 
     zs: dict[str, Callable[[str, dict[str, Any]], Any]] = {
-        "VARZ": lambda s, o: M.varz(srv),
+        "VARZ": lambda s, o: D.varz(srv),
         "SUBSZ": subsz,
         "CONNZ": connz,
-        "ROUTEZ": lambda s, o: M.routez(srv),
-        "GATEWAYZ": lambda s, o: M.gatewayz(srv),
-        "LEAFZ": lambda s, o: M.leafz(srv, bool(o.get("subscriptions")), str(o.get("account") or "")),
-        "ACCOUNTZ": lambda s, o: M.accountz(srv, str(o.get("account") or "")),
-        "ACCSTATZ": lambda s, o: M.accstatz(srv, bool(o.get("include_unused")), o.get("accounts") or ()),
+        "ROUTEZ": lambda s, o: D.routez(srv),
+        "GATEWAYZ": lambda s, o: D.gatewayz(srv),
+        "LEAFZ": lambda s, o: D.leafz(srv, bool(o.get("subscriptions")), str(o.get("account") or "")),
+        "ACCOUNTZ": lambda s, o: D.accountz(srv, str(o.get("account") or "")),
+        "ACCSTATZ": lambda s, o: D.accstatz(srv, bool(o.get("include_unused")), o.get("accounts") or ()),
         "JSZ": jsz,
         "HEALTHZ": healthz,
     }
@@ -257,29 +265,29 @@ def install_system_handlers(server: Server) -> SystemHandlers | None:
 
     # account-scoped variants: $SYS.REQ.ACCOUNT.<acc>.SUBSZ|CONNZ|LEAFZ|JSZ|INFO
     def acc_subsz(subject: str, o: dict[str, Any]) -> Any:
-        so = M.SubszOptions.from_json(o)
+        so = D.SubszOptions.from_json(o)
         so.subscriptions, so.account = True, _account_of(subject)
-        return M.subsz(srv, so)
+        return D.subsz(srv, so)
 
     def acc_connz(subject: str, o: dict[str, Any]) -> Any:
-        co = M.ConnzOptions.from_json(o)
+        co = D.ConnzOptions.from_json(o)
         co.acc = _account_of(subject)
-        return M.connz(srv, co)
+        return D.connz(srv, co)
 
     def acc_leafz(subject: str, o: dict[str, Any]) -> Any:
-        return M.leafz(srv, bool(o.get("subscriptions")), _account_of(subject))
+        return D.leafz(srv, bool(o.get("subscriptions")), _account_of(subject))
 
     def acc_jsz(subject: str, o: dict[str, Any]) -> Any:
-        jo = M.JszOptions.from_json(o)
+        jo = D.JszOptions.from_json(o)
         jo.account = _account_of(subject)
-        return M.jsz(srv, jo)
+        return D.jsz(srv, jo)
 
     def acc_info(subject: str, o: dict[str, Any]) -> Any:
-        return M.account_info(srv, _account_of(subject))
+        return D.account_info(srv, _account_of(subject))
 
     for name, build in [("SUBSZ", acc_subsz), ("CONNZ", acc_connz), ("LEAFZ", acc_leafz), ("JSZ", acc_jsz),
                         ("INFO", acc_info)]:
         h.subscribe(ACCOUNT_REQ_FMT.format(name), h.z_handler(build))
     log.debug("Serving $SYS.REQ.SERVER requests in system account %s", sacc.name)
-    server.sys_handlers = h  # type: ignore[attr-defined]
+    _INSTALLED[server] = h
     return h

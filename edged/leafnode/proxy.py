@@ -12,6 +12,8 @@ import socket
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from edged.leafnode.dialing import tcp_connect
+
 MAX_RESPONSE_HEAD = 16 * 1024
 
 
@@ -47,9 +49,7 @@ async def open_tunnel(proxy: dict[str, Any], host: str, port: int, dial_timeout:
     password = str(proxy.get("password") or (unquote(u.password) if u.password else ""))
     timeout = float(proxy.get("timeout") or 0) or max(dial_timeout, 5.0)
     loop = asyncio.get_running_loop()
-    from edged.leafnode import _tcp_connect
-
-    sock = await _tcp_connect(u.hostname, u.port or 80, timeout)
+    sock = await tcp_connect(u.hostname, u.port or 80, timeout)
     try:
         await asyncio.wait_for(loop.sock_sendall(sock, connect_request(host, port, username, password)), timeout)
         buf = b""

@@ -1,187 +1,39 @@
-"""Monitoring: nats-server's HTTP endpoints (/varz, /connz, /subsz, ...) and a Prometheus /metrics page.
+"""The monitoring documents (/varz, /connz, /subsz, /accountz, /accstatz, /leafz, /jsz, /healthz, ...).
 
-The JSON builders are plain functions of the Server so that the `$SYS.REQ.SERVER.*` handlers
-(edged/sysreqs.py) answer with exactly the same documents as the HTTP port. Field names, orderings,
-time and duration formats follow nats-server's server/monitor.go so that tools written for
-nats-server (nats CLI, prometheus-nats-exporter, dashboards) read edged unchanged.
-
-The HTTP server is a deliberately small HTTP/1.1 responder on asyncio streams: GET/HEAD only,
-one request per connection, bounded header size and read time. It owns no monitoring rules.
+Plain functions of the Server, so the HTTP port (httpserver.py) and the `$SYS.REQ.SERVER.*` handlers
+(sysreqs.py) answer with exactly the same documents. Field names, orderings, time and duration formats
+follow nats-server's server/monitor.go so that tools written for nats-server read edged unchanged.
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime as _dt
-import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from edged import SERVER_VERSION, __version__
-from edged.accounts import GLOBAL_ACCOUNT
+from edged import SERVER_VERSION
+from edged.accounts import GLOBAL_ACCOUNT, InternalClient
+from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.log import log
+from edged.monitor.process import num_cores, state_of
+from edged.monitor.request import MonitorError, parse_bool, parse_int
+from edged.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
 
 if TYPE_CHECKING:
+    from edged.client import ClientConnection
+    from edged.leafnode import LeafConnection
     from edged.server import Server
 
 DEFAULT_CONN_LIST_SIZE = 1024
 DEFAULT_SUB_LIST_SIZE = 1024
 LEAF_KIND = "Leafnode"
 
-VARZ_PATH = "/varz"
-CONNZ_PATH = "/connz"
-ROUTEZ_PATH = "/routez"
-GATEWAYZ_PATH = "/gatewayz"
-LEAFZ_PATH = "/leafz"
-SUBSZ_PATH = "/subsz"
-SUBSCRIPTIONSZ_PATH = "/subscriptionsz"
-ACCOUNTZ_PATH = "/accountz"
-ACCSTATZ_PATH = "/accstatz"
-JSZ_PATH = "/jsz"
-HEALTHZ_PATH = "/healthz"
-METRICS_PATH = "/metrics"
-ROOT_PATH = "/"
-
 SORT_OPTIONS = (
     "cid", "start", "subs", "pending", "msgs_to", "msgs_from", "bytes_to", "bytes_from",
     "last", "idle", "uptime", "stop", "reason", "rtt",
 )
-
-
-class MonitorError(ValueError):
-    """A bad monitoring request; HTTP answers 400 with the text, $SYS requests an API error."""
-
-    def __init__(self, text: str, code: int = 400) -> None:
-        super().__init__(text)
-        self.code = code
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Go formatting helpers (pure)
-
-
-def rfc3339(t: float | None) -> str:
-    """Go's time.Time JSON form (RFC 3339 with nanoseconds, trailing zeros trimmed, UTC)."""
-    if t is None or t <= 0:
-        return "0001-01-01T00:00:00Z"
-    secs = int(t)
-    frac = round((t - secs) * 1e9)  # split first: t * 1e9 would lose the fraction's precision
-    if frac >= 1_000_000_000:
-        secs, frac = secs + 1, frac - 1_000_000_000
-    base = _dt.datetime.fromtimestamp(secs, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        return f"{base}.{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
-
-
-def _fmt_frac(v: int, prec: int) -> str:
-    """v / 10**prec with trailing zeros (and a bare point) removed, as Go's Duration.String does."""
-    whole, frac = divmod(v, 10**prec)
-    if not frac:
-        return str(whole)
-    return f"{whole}.{frac:0{prec}d}".rstrip("0")
-
-
-def go_duration(ns: int) -> str:
-    """Go's time.Duration.String(): "0s", "729µs", "1.5ms", "2m3.25s", "1h0m0s"."""
-    ns = int(ns)
-    if ns == 0:
-        return "0s"
-    neg = ns < 0
-    u = -ns if neg else ns
-    if u < 1_000_000_000:
-        if u < 1_000:
-            s = f"{u}ns"
-        elif u < 1_000_000:
-            s = _fmt_frac(u, 3) + "µs"
-        else:
-            s = _fmt_frac(u, 6) + "ms"
-    else:
-        h, rem = divmod(u, 3600 * 1_000_000_000)
-        m, rem = divmod(rem, 60 * 1_000_000_000)
-        sec = _fmt_frac(rem, 9) + "s"
-        if h:
-            s = f"{h}h{m}m{sec}"
-        elif m:
-            s = f"{m}m{sec}"
-        else:
-            s = sec
-    return "-" + s if neg else s
-
-
-def uptime_text(seconds: float) -> str:
-    """nats-server's myUptime: whole seconds with y/d/h/m/s units, e.g. "1m2s", "3d4h0m1s"."""
-    tsecs = max(0, int(seconds))
-    tmins, thrs = tsecs // 60, tsecs // 3600
-    tdays = thrs // 24
-    tyrs = tdays // 365
-    if tyrs > 0:
-        return f"{tyrs}y{tdays % 365}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if tdays > 0:
-        return f"{tdays}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if thrs > 0:
-        return f"{thrs}h{tmins % 60}m{tsecs % 60}s"
-    if tmins > 0:
-        return f"{tmins}m{tsecs % 60}s"
-    return f"{tsecs}s"
-
-
-def rtt_text(rtt_seconds: float) -> str:
-    """A connection RTT as nats-server prints it: microsecond precision below 1ms, else nanoseconds."""
-    ns = int(rtt_seconds * 1e9)
-    if 1_000 < ns < 1_000_000:
-        ns -= ns % 1_000
-    return go_duration(ns)
-
-
-def _go_numbers(v: Any) -> Any:
-    """Go marshals a float64 2.0 as `2`: integral floats become ints so typed Go decoders accept them."""
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) < 1e21:
-            return int(v)
-        return v
-    if isinstance(v, dict):
-        return {k: _go_numbers(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_go_numbers(x) for x in v]
-    return v
-
-
-def to_json(doc: Any, indent: bool = False) -> bytes:
-    """encoding/json output: integral floats as ints, and <, >, & escaped as \\u003c etc."""
-    text = json.dumps(_go_numbers(doc), ensure_ascii=False, indent=2 if indent else None,
-                      separators=(",", ": ") if indent else (",", ":"))
-    # these characters only ever occur inside JSON strings, so a textual replace is exact
-    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return text.encode()
-
-
-def parse_bool(name: str, value: str | None) -> bool:
-    """strconv.ParseBool with nats-server's error text."""
-    if value is None or value == "":
-        return False
-    if value in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if value in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    raise MonitorError(f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{value}\": invalid syntax")
-
-
-def parse_int(name: str, value: str | None, unsigned: bool = False) -> int:
-    if value is None or value == "":
-        return 0
-    s = value[1:] if value[:1] in "+-" and not unsigned else value
-    if not s.isascii() or not s.isdigit():
-        fn = "strconv.ParseUint" if unsigned else "strconv.Atoi"
-        kind = "uint64" if unsigned else "int"
-        raise MonitorError(f"Error decoding {kind} for '{name}': {fn}: parsing \"{value}\": invalid syntax")
-    return int(value)
 
 
 def tls_version_text(v: str) -> str:
@@ -205,107 +57,27 @@ def cipher_text(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# process usage
+# server state
 
 
-class _ProcUsage:
-    """RSS and CPU% of this process. CPU is averaged since the previous sample, like nats-server's pse."""
-
-    def __init__(self) -> None:
-        self._last_cpu = _cpu_seconds()
-        self._last_wall = time.monotonic()
-        self._pcpu = 0.0
-
-    def sample(self) -> tuple[float, int]:
-        now = time.monotonic()
-        cpu = _cpu_seconds()
-        dt = now - self._last_wall
-        if dt >= 0.5:
-            self._pcpu = round(100.0 * (cpu - self._last_cpu) / dt, 1)
-            self._last_cpu, self._last_wall = cpu, now
-        return self._pcpu, rss_bytes()
+def _conns(server: Server) -> list[ClientConnection]:
+    return list(server.clients.values())
 
 
-def _cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
+def _leaf_conns(server: Server) -> list[LeafConnection]:
+    lm = server.leafnodes
+    return lm.connections if lm is not None else []
 
 
-def rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def num_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-# ---------------------------------------------------------------------------------------------------------
-# server state access (tolerant of subsystems that have not landed yet)
-
-
-class MonitorState:
-    """Per-server monitoring state kept outside Server: HTTP request counts and the CPU sampler."""
-
-    def __init__(self) -> None:
-        self.http_req_stats: dict[str, int] = {}
-        self.usage = _ProcUsage()
-
-
-def state_of(server: Server) -> MonitorState:
-    st = getattr(server, "_monitor_state", None)
-    if st is None:
-        st = MonitorState()
-        server._monitor_state = st  # type: ignore[attr-defined]
-    return st
-
-
-def _conns(server: Server) -> list[Any]:
-    return [c for c in list(server.clients.values()) if hasattr(c, "info")]
-
-
-def _leaf_manager(server: Server) -> Any:
-    return getattr(server, "leafnodes", None)
-
-
-def _leaf_conns(server: Server) -> list[Any]:
-    lm = _leaf_manager(server)
-    if lm is None:
-        return []
-    try:
-        return list(getattr(lm, "connections", []) or [])
-    except Exception:  # a half-started leafnode subsystem must not break monitoring
-        return []
-
-
-def _jetstream(server: Server) -> Any:
-    return getattr(server, "jetstream", None)
-
-
-def _js_enabled(server: Server) -> bool:
-    js = _jetstream(server)
-    if js is None:
-        return False
-    return bool(getattr(js, "enabled", True))
+def jetstream_enabled(server: Server) -> bool:
+    js = server.jetstream
+    return js is not None and js.enabled
 
 
 def _account_stats(acc: Any) -> dict[str, Any]:
     """nats-server's SublistStats for one sublist; fanout from the match cache as nats-server does."""
     sl = acc.sublist
-    cache = getattr(sl, "_cache", {}) or {}
-    tot = mx = 0
-    for r in list(cache.values()):
-        n = len(r[0]) + len(r[1])
-        tot += n
-        mx = max(mx, n)
+    cached, tot, mx = sl.cache_fanout()
     return {
         "num_subscriptions": sl.count,
         "num_cache": sl.cache_size(),
@@ -315,7 +87,7 @@ def _account_stats(acc: Any) -> dict[str, Any]:
         "cache_hits": sl.cache_hits,
         "max_fanout": mx,
         "tot_fanout": tot,
-        "cache_cnt": len(cache),
+        "cache_cnt": cached,
     }
 
 
@@ -345,30 +117,25 @@ def _public_sublist_stats(agg: dict[str, Any]) -> dict[str, Any]:
 
 
 def message_totals(server: Server) -> dict[str, int]:
-    """Server-wide in/out counters.
-
-    Uses Server counters when the core keeps them; otherwise sums open connections and the closed ring
-    (which loses history once the ring wraps)."""
+    """Server-wide in/out counters: open connections, leafnodes and the closed ring summed (the core keeps
+    no server-wide counters, so history is lost once the ring wraps)."""
     names = ("in_msgs", "in_bytes", "out_msgs", "out_bytes")
-    if all(isinstance(getattr(server, n, None), int) for n in names):
-        return {n: getattr(server, n) for n in names}
     tot = dict.fromkeys(names, 0)
-    for c in _conns(server):
-        for n in names:
-            tot[n] += getattr(c, n, 0)
+    for c in [*_conns(server), *_leaf_conns(server)]:
+        tot["in_msgs"] += c.in_msgs
+        tot["in_bytes"] += c.in_bytes
+        tot["out_msgs"] += c.out_msgs
+        tot["out_bytes"] += c.out_bytes
     for info in list(server.closed_clients):
         for n in names:
             tot[n] += info.get(n, 0)
-    for lc in _leaf_conns(server):
-        for n in names:
-            tot[n] += getattr(lc, n, 0)
     return tot
 
 
 def _client_counts(server: Server) -> tuple[int, int]:
     """(client connections, leafnode connections)."""
     conns = _conns(server)
-    leafs = [c for c in conns if getattr(c, "kind", "") == LEAF_KIND]
+    leafs = [c for c in conns if c.kind == LEAF_KIND]
     return len(conns) - len(leafs), len(leafs) + len(_leaf_conns(server))
 
 
@@ -382,8 +149,8 @@ def _drop_empty(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _leaf_varz(server: Server) -> dict[str, Any]:
-    lm = _leaf_manager(server)
-    if lm is not None and hasattr(lm, "varz"):
+    lm = server.leafnodes
+    if lm is not None:
         try:
             d = dict(lm.varz())
             d["remotes"] = [_drop_empty(dict(r)) for r in d.get("remotes", [])]
@@ -433,8 +200,8 @@ def _empty_js_stats() -> dict[str, Any]:
 
 def _js_info(server: Server) -> dict[str, Any] | None:
     """The JetStream engine's `info()` (config, stats, streams, consumers, messages, bytes) if it exists."""
-    js = _jetstream(server)
-    if js is None or not hasattr(js, "info"):
+    js = server.jetstream
+    if js is None:
         return None
     try:
         info = js.info()
@@ -485,8 +252,7 @@ def varz(server: Server) -> dict[str, Any]:
     v["max_connections"] = o.max_connections
     if o.max_subscriptions:
         v["max_subscriptions"] = o.max_subscriptions
-    mon = getattr(server, "monitor", None)
-    http_port = getattr(mon, "port", 0) or o.http_port
+    http_port = (server.monitor.port if server.monitor is not None else 0) or o.http_port
     v |= {
         "ping_interval": int(o.ping_interval * 1e9),
         "ping_max": o.ping_max,
@@ -527,7 +293,7 @@ def varz(server: Server) -> dict[str, Any]:
         "out_client_msgs": totals["out_msgs"],
         "out_client_bytes": totals["out_bytes"],
         "slow_consumers": server.slow_consumers,
-        "stale_connections": getattr(server, "stale_connections", 0),
+        "stale_connections": server.stale_connections,
         "stalled_clients": 0,
         "subscriptions": sum(a.sublist.count for a in list(server.accounts.values())),
         "http_req_stats": dict(st.http_req_stats),
@@ -536,8 +302,8 @@ def varz(server: Server) -> dict[str, Any]:
     if server.system_account_name:
         v["system_account"] = server.system_account_name
     v["slow_consumer_stats"] = {"clients": server.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0}
-    v["stale_connection_stats"] = {"clients": getattr(server, "stale_connections", 0), "routes": 0,
-                                   "gateways": 0, "leafs": 0}
+    v["stale_connection_stats"] = {"clients": server.stale_connections - server.stale_leafs, "routes": 0,
+                                   "gateways": 0, "leafs": server.stale_leafs}
     v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
     return v
 
@@ -627,12 +393,12 @@ def _sub_detail(sub: Any, cid: int, account: str | None = None) -> dict[str, Any
 
 def _conn_info_open(conn: Any, now: float, o: ConnzOptions) -> dict[str, Any]:
     info = conn.info()
-    return _conn_info(info, now, o, subs=list(getattr(conn, "subs", {}).values()), tls_first=_tls_first(conn))
+    return _conn_info(info, now, o, subs=list(conn.subs.values()), tls_first=_tls_first(conn))
 
 
 def _tls_first(conn: Any) -> bool:
-    tls = conn.server.opts.tls if hasattr(conn, "server") else None
-    return bool(tls is not None and tls.handshake_first and getattr(conn, "tls_info", None))
+    tls = conn.server.opts.tls
+    return bool(tls is not None and tls.handshake_first and conn.tls_info)
 
 
 def _conn_info(info: dict[str, Any], now: float, o: ConnzOptions, subs: list[Any] | None,
@@ -769,7 +535,7 @@ def connz(server: Server, o: ConnzOptions | None = None) -> dict[str, Any]:
     if state in (0, 2):
         open_conns = _conns(server)
         if o.acc:
-            open_conns = [c for c in open_conns if getattr(getattr(c, "account", None), "name", "") == o.acc]
+            open_conns = [c for c in open_conns if c.account is not None and c.account.name == o.acc]
     if state in (1, 2):
         closed = list(server.closed_clients)
         if o.acc:
@@ -780,14 +546,13 @@ def connz(server: Server, o: ConnzOptions | None = None) -> dict[str, Any]:
         open_conns = found
         closed = [] if found else [c for c in closed if c.get("cid") == o.cid][:1]
     if o.user:
-        open_conns = [c for c in open_conns if getattr(c, "user", "") == o.user]
+        open_conns = [c for c in open_conns if c.user == o.user]
         closed = [c for c in closed if c.get("user") == o.user]
     if o.mqtt_client:
-        open_conns = [c for c in open_conns if getattr(c, "mqtt_client", "") == o.mqtt_client]
+        # only MQTT connections have a client id, and they carry it in their info()
+        open_conns = [c for c in open_conns if c.info().get("mqtt_client") == o.mqtt_client]
         closed = [c for c in closed if c.get("mqtt_client") == o.mqtt_client]
     if filt:
-        from edged.sublist import subjects_overlap
-
         open_conns = [c for c in open_conns if any(subjects_overlap(filt, s.subject) for s in c.subs.values())]
 
     infos = [_conn_info_open(c, now, o) for c in open_conns]
@@ -828,8 +593,6 @@ class SubszOptions:
 
 def subsz(server: Server, o: SubszOptions | None = None) -> dict[str, Any]:
     o = o or SubszOptions()
-    from edged.protocol import is_valid_literal_subject
-    from edged.sublist import subject_matches
 
     offset = max(0, o.offset)
     limit = o.limit if o.limit > 0 else DEFAULT_SUB_LIST_SIZE
@@ -847,7 +610,8 @@ def subsz(server: Server, o: SubszOptions | None = None) -> dict[str, Any]:
                 if o.test and not subject_matches(sub.subject, o.test):
                     continue
                 conn = sub.conn
-                details.append(_sub_detail(sub, int(getattr(conn, "cid", 0) or 0), name))
+                # internal (service) subscriptions have no connection id; nats-server's have their own
+                details.append(_sub_detail(sub, 0 if isinstance(conn, InternalClient) else conn.cid, name))
         total = len(details)
     out |= {"total": total, "offset": offset, "limit": limit}
     if o.subscriptions:
@@ -874,18 +638,8 @@ def accountz(server: Server, account: str = "") -> dict[str, Any]:
 
 
 def _account_js_enabled(server: Server, acc: Any) -> bool:
-    if not server.opts.jetstream.enabled:
-        return False
-    js = _jetstream(server)
-    f = getattr(js, "account_enabled", None)
-    if callable(f):
-        try:
-            return bool(f(acc.name))
-        except Exception:
-            return False
-    if acc.config.jetstream is not None:
-        return True
-    return acc.name == GLOBAL_ACCOUNT and not server.opts.accounts
+    js = server.jetstream
+    return js is not None and js.account_enabled(acc.name)
 
 
 def account_info(server: Server, name: str) -> dict[str, Any]:
@@ -893,8 +647,8 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
     if acc is None:
         raise MonitorError(f"Account {name} does not exist")
     cfg = acc.config
-    clients = [c for c in list(acc.clients) if getattr(c, "kind", "Client") != LEAF_KIND]
-    leafs = [c for c in _leaf_conns(server) if getattr(getattr(c, "account", None), "name", "") == name]
+    clients = [c for c in list(acc.clients) if c.kind != LEAF_KIND]
+    leafs = [c for c in _leaf_conns(server) if c.account.name == name]
     exports = []
     for e in cfg.exports:
         if e.service:
@@ -936,8 +690,9 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
 
 
 def _msg_bytes(members: list[Any], d: str) -> dict[str, int]:
-    return {"msgs": sum(getattr(c, f"{d}_msgs", 0) for c in members),
-            "bytes": sum(getattr(c, f"{d}_bytes", 0) for c in members)}
+    if d == "in":
+        return {"msgs": sum(c.in_msgs for c in members), "bytes": sum(c.in_bytes for c in members)}
+    return {"msgs": sum(c.out_msgs for c in members), "bytes": sum(c.out_bytes for c in members)}
 
 
 def _data_stats(conns: list[Any], leafs: list[Any], d: str) -> dict[str, Any]:
@@ -953,8 +708,8 @@ def accstatz(server: Server, include_unused: bool = False, accounts: Iterable[st
         acc = server.accounts.get(name)
         if acc is None:
             continue
-        conns = [c for c in list(acc.clients) if getattr(c, "kind", "Client") != LEAF_KIND]
-        leafs = [c for c in _leaf_conns(server) if getattr(getattr(c, "account", None), "name", "") == name]
+        conns = [c for c in list(acc.clients) if c.kind != LEAF_KIND]
+        leafs = [c for c in _leaf_conns(server) if c.account.name == name]
         if not include_unused and not conns and not leafs:
             continue
         stats.append({
@@ -972,8 +727,8 @@ def accstatz(server: Server, include_unused: bool = False, accounts: Iterable[st
 
 
 def leafz(server: Server, subs: bool = False, account: str = "") -> dict[str, Any]:
-    lm = _leaf_manager(server)
-    if lm is not None and hasattr(lm, "leafz"):
+    lm = server.leafnodes
+    if lm is not None:
         try:
             d = dict(lm.leafz(subs=subs, account=account))
             d["server_id"] = server.server_id
@@ -1016,24 +771,14 @@ class JszOptions:
 
 def jsz(server: Server, o: JszOptions | None = None) -> dict[str, Any]:
     o = o or JszOptions()
-    js = _jetstream(server)
+    js = server.jetstream
     head = {"server_id": server.server_id, "now": rfc3339(time.time())}
-    if js is not None and hasattr(js, "jsz"):
-        d = dict(js.jsz(o))
-        return _empty_js_stats() | d | head
-    if js is None or not _js_enabled(server):
-        return _empty_js_stats() | head | {
-            "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
-            "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0,
-        }
-    info = _js_info(server) or {}
-    stats = info.get("stats") or _empty_js_stats()
-    out = dict(stats) | head | {"config": info.get("config") or _js_config_from_opts(server)}
-    if info.get("limits"):
-        out["limits"] = info["limits"]
-    out |= {k: info.get(k, 0) for k in ("streams", "consumers", "messages", "bytes")}
-    out["total"] = stats.get("accounts", 0)
-    return out
+    if js is not None:
+        return _empty_js_stats() | dict(js.jsz(o)) | head
+    return _empty_js_stats() | head | {
+        "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
+        "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0,
+    }
 
 
 def routez(server: Server) -> dict[str, Any]:
@@ -1096,342 +841,29 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
         return fail(400, "error", "BAD_REQUEST", '"account" must not be empty when checking stream health')
     if not o.stream and o.consumer:
         return fail(400, "error", "BAD_REQUEST", '"stream" must not be empty when checking consumer health')
-    if getattr(server, "shutting_down", False):
+    if server.shutting_down:
         return fail(503, "unavailable", "CONNECTION", "server is shutting down")
     if not server.client_port:
         return fail(500, "error", "CONNECTION",
                     "failed to be ready for connections after 1ms: startup did not complete")
     if o.leafnodes:
-        lm = _leaf_manager(server)
-        if lm is not None and hasattr(lm, "healthz"):
+        lm = server.leafnodes
+        if lm is not None:
             ok, err = lm.healthz()
             if not ok:
                 return fail(503, "unavailable", "CONNECTION", err)
     if o.js_server_only or not server.opts.jetstream.enabled:
         return {"status": "ok", "status_code": 200}
-    js = _jetstream(server)
-    if js is None or not _js_enabled(server):
+    js = server.jetstream
+    if js is None or not js.enabled:
         return fail(503, "unavailable", "JETSTREAM", "JetStream not enabled (10076)")
     if o.js_enabled_only or o.js_enabled:
         return {"status": "ok", "status_code": 200}
-    check = getattr(js, "healthz", None)
-    if callable(check):
-        try:
-            ok, err = check(account=o.account, stream=o.stream, consumer=o.consumer)
-        except Exception as e:
-            ok, err = False, str(e)
-        if not ok:
-            etype = "CONSUMER" if o.consumer else "STREAM" if o.stream else "ACCOUNT" if o.account else "JETSTREAM"
-            return fail(503, "unavailable", etype, err, account=o.account, stream=o.stream, consumer=o.consumer)
+    try:
+        ok, err = js.healthz(account=o.account, stream=o.stream, consumer=o.consumer)
+    except Exception as e:
+        ok, err = False, str(e)
+    if not ok:
+        etype = "CONSUMER" if o.consumer else "STREAM" if o.stream else "ACCOUNT" if o.account else "JETSTREAM"
+        return fail(503, "unavailable", etype, err, account=o.account, stream=o.stream, consumer=o.consumer)
     return {"status": "ok", "status_code": 200}
-
-
-# ---------------------------------------------------------------------------------------------------------
-# /metrics (Prometheus text exposition 0.0.4)
-
-
-def _esc_label(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _fmt_num(v: float | int) -> str:
-    if isinstance(v, bool):
-        return "1" if v else "0"
-    if isinstance(v, int):
-        return str(v)
-    if v != v:
-        return "NaN"
-    if v.is_integer() and abs(v) < 1e15:
-        return str(int(v))
-    return repr(v)
-
-
-class _Metrics:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def add(self, name: str, mtype: str, help_: str, samples: list[tuple[dict[str, str], float | int]]) -> None:
-        self.lines.append(f"# HELP {name} {help_}")
-        self.lines.append(f"# TYPE {name} {mtype}")
-        for labels, value in samples:
-            if labels:
-                lab = ",".join(f'{k}="{_esc_label(str(v))}"' for k, v in labels.items())
-                self.lines.append(f"{name}{{{lab}}} {_fmt_num(value)}")
-            else:
-                self.lines.append(f"{name} {_fmt_num(value)}")
-
-    def one(self, name: str, mtype: str, help_: str, value: float | int) -> None:
-        self.add(name, mtype, help_, [({}, value)])
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-def metrics(server: Server) -> str:
-    v = varz(server)
-    m = _Metrics()
-    m.add("edged_info", "gauge", "Build and identity information; the value is always 1.", [(
-        {"version": __version__, "nats_version": SERVER_VERSION, "server_id": server.server_id,
-         "server_name": server.server_name}, 1)])
-    m.one("edged_varz_start_time_seconds", "gauge", "Unix time the server started.", server.start_time)
-    m.one("edged_varz_uptime_seconds", "gauge", "Seconds since the server started.", time.time() - server.start_time)
-    m.one("edged_varz_mem_bytes", "gauge", "Resident set size of the process.", v["mem"])
-    m.one("edged_varz_cpu_percent", "gauge", "Process CPU usage since the previous sample.", v["cpu"])
-    m.one("edged_varz_cores", "gauge", "CPU cores available to the process.", v["cores"])
-    m.one("edged_varz_connections", "gauge", "Client connections currently open.", v["connections"])
-    m.one("edged_varz_accepted_connections_total", "counter", "Client connections accepted since start.",
-          v["total_connections"])
-    m.one("edged_varz_max_connections", "gauge", "Configured connection limit.", v["max_connections"])
-    m.one("edged_varz_leafnodes", "gauge", "Leafnode connections currently up.", v["leafnodes"])
-    m.one("edged_varz_subscriptions", "gauge", "Subscriptions in all accounts.", v["subscriptions"])
-    m.one("edged_varz_slow_consumers_total", "counter", "Connections closed as slow consumers.",
-          v["slow_consumers"])
-    m.one("edged_varz_in_msgs_total", "counter", "Messages received from connections.", v["in_msgs"])
-    m.one("edged_varz_out_msgs_total", "counter", "Messages delivered to connections.", v["out_msgs"])
-    m.one("edged_varz_in_bytes_total", "counter", "Payload bytes received from connections.", v["in_bytes"])
-    m.one("edged_varz_out_bytes_total", "counter", "Payload bytes delivered to connections.", v["out_bytes"])
-    m.one("edged_varz_config_reloads_total", "counter", "Successful configuration reloads.",
-          getattr(server, "reloads", 0))
-    m.one("edged_varz_config_load_time_seconds", "gauge", "Unix time the configuration was last loaded.",
-          server.config_load_time)
-    m.one("edged_varz_max_payload_bytes", "gauge", "Configured maximum message payload.", v["max_payload"])
-    st = sublist_stats(server)
-    m.one("edged_subsz_cache_entries", "gauge", "Entries in the subject match caches.", st["num_cache"])
-    m.one("edged_subsz_matches_total", "counter", "Subject match lookups.", st["num_matches"])
-    m.one("edged_subsz_inserts_total", "counter", "Subscriptions inserted.", st["num_inserts"])
-    m.one("edged_subsz_removes_total", "counter", "Subscriptions removed.", st["num_removes"])
-    m.one("edged_subsz_cache_hit_ratio", "gauge", "Fraction of match lookups served from cache.",
-          st["cache_hit_rate"])
-    acc = accstatz(server, include_unused=True)["account_statz"]
-    m.add("edged_account_connections", "gauge", "Client connections per account.",
-          [({"account": a["acc"]}, a["conns"]) for a in acc])
-    m.add("edged_account_subscriptions", "gauge", "Subscriptions per account.",
-          [({"account": a["acc"]}, a["num_subscriptions"]) for a in acc])
-    m.add("edged_account_in_msgs_total", "counter", "Messages received from an account's connections.",
-          [({"account": a["acc"]}, a["received"]["msgs"]) for a in acc])
-    m.add("edged_account_out_msgs_total", "counter", "Messages delivered to an account's connections.",
-          [({"account": a["acc"]}, a["sent"]["msgs"]) for a in acc])
-    h = healthz(server)
-    m.one("edged_healthz_ok", "gauge", "1 when /healthz reports ok.", 1 if h["status"] == "ok" else 0)
-    m.add("edged_http_requests_total", "counter", "Monitoring HTTP requests by endpoint.",
-          [({"path": p}, n) for p, n in sorted(state_of(server).http_req_stats.items())])
-    js_on = server.opts.jetstream.enabled
-    m.one("edged_jetstream_enabled", "gauge", "1 when JetStream is configured.", 1 if js_on else 0)
-    if js_on:
-        j = jsz(server)
-        m.one("edged_jetstream_memory_bytes", "gauge", "Memory used by JetStream streams.", j.get("memory", 0))
-        m.one("edged_jetstream_storage_bytes", "gauge", "Storage used by JetStream streams.", j.get("storage", 0))
-        m.one("edged_jetstream_streams", "gauge", "JetStream streams.", j.get("streams", 0))
-        m.one("edged_jetstream_consumers", "gauge", "JetStream consumers.", j.get("consumers", 0))
-        m.one("edged_jetstream_messages", "gauge", "Messages stored in JetStream streams.", j.get("messages", 0))
-        m.one("edged_jetstream_bytes", "gauge", "Bytes stored in JetStream streams.", j.get("bytes", 0))
-        api = j.get("api") or {}
-        m.one("edged_jetstream_api_requests_total", "counter", "JetStream API requests.", api.get("total", 0))
-        m.one("edged_jetstream_api_errors_total", "counter", "JetStream API requests that failed.",
-              api.get("errors", 0))
-    return m.text()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the HTTP server
-
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
-MAX_HEADER_BYTES = 16 * 1024
-READ_TIMEOUT = 10.0
-
-_ENDPOINTS = [
-    (VARZ_PATH, "General"), (JSZ_PATH, "JetStream"), (CONNZ_PATH, "Connections"), (ACCOUNTZ_PATH, "Accounts"),
-    (ACCSTATZ_PATH, "Account Stats"), (SUBSZ_PATH, "Subscriptions"), (ROUTEZ_PATH, "Routes"),
-    (LEAFZ_PATH, "LeafNodes"), (GATEWAYZ_PATH, "Gateways"), (HEALTHZ_PATH, "Health Probe"),
-    (METRICS_PATH, "Prometheus Metrics"),
-]
-
-
-def _query(qs: str) -> dict[str, str]:
-    """Go's URL.Query().Get(): first value of each key, blanks kept."""
-    out: dict[str, str] = {}
-    for k, vals in parse_qs(qs, keep_blank_values=True).items():
-        out[k] = vals[0]
-    return out
-
-
-class MonitorServer:
-    """The HTTP monitoring port. Started and stopped by Server when `http_port` is set."""
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.state = state_of(server)
-        self.port = 0
-        self.host = server.opts.http_host or "0.0.0.0"
-        base = (server.opts.http_base_path or "").strip("/")
-        self.base = "/" + base if base else ""
-        self._srv: asyncio.base_events.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
-        self._routes: dict[str, Callable[[dict[str, str]], tuple[int, str, bytes]]] = {
-            ROOT_PATH: self._root,
-            VARZ_PATH: lambda q: self._json(varz(self.server)),
-            CONNZ_PATH: lambda q: self._json(connz(self.server, ConnzOptions.from_query(q))),
-            SUBSZ_PATH: self._subsz,
-            SUBSCRIPTIONSZ_PATH: self._subsz,
-            ACCOUNTZ_PATH: lambda q: self._json(accountz(self.server, q.get("acc", ""))),
-            ACCSTATZ_PATH: lambda q: self._json(accstatz(self.server, parse_bool("unused", q.get("unused")))),
-            LEAFZ_PATH: lambda q: self._json(leafz(self.server, parse_bool("subs", q.get("subs")),
-                                                   q.get("acc", ""))),
-            JSZ_PATH: lambda q: self._json(jsz(self.server, JszOptions.from_query(q))),
-            ROUTEZ_PATH: lambda q: self._json(routez(self.server)),
-            GATEWAYZ_PATH: lambda q: self._json(gatewayz(self.server)),
-            HEALTHZ_PATH: self._healthz,
-            METRICS_PATH: lambda q: (200, "text/plain; version=0.0.4; charset=utf-8",
-                                     metrics(self.server).encode()),
-        }
-
-    async def start(self) -> None:
-        port = self.server.opts.http_port
-        self._srv = await asyncio.start_server(
-            self._handle, host=self.host, port=0 if port == -1 else port, reuse_address=True,
-            limit=MAX_HEADER_BYTES,
-        )
-        self.port = self._srv.sockets[0].getsockname()[1]
-        log.info("Starting http monitor on %s:%d", self.host, self.port)
-
-    async def stop(self) -> None:
-        srv, self._srv = self._srv, None
-        if srv is not None:
-            srv.close()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if srv is not None:
-            try:
-                await asyncio.wait_for(srv.wait_closed(), 2.0)
-            except TimeoutError:
-                pass
-
-    # ------------------------------------------------------------------ request handling
-
-    def _json(self, doc: Any) -> tuple[int, str, bytes]:
-        return 200, "application/json", to_json(doc, indent=True)
-
-    def _subsz(self, q: dict[str, str]) -> tuple[int, str, bytes]:
-        return self._json(subsz(self.server, SubszOptions.from_query(q)))
-
-    def _healthz(self, q: dict[str, str]) -> tuple[int, str, bytes]:
-        hs = healthz(self.server, HealthzOptions.from_query(q))
-        code = hs.pop("status_code", 200)
-        if code != 200:
-            log.warning("Healthcheck failed: %r", hs.get("error") or hs.get("errors"))
-        return code, "application/json", to_json(hs)
-
-    def _root(self, q: dict[str, str]) -> tuple[int, str, bytes]:
-        links = "\n".join(
-            f'    <a href=".{p}">{title}<span class="endpoint"> {p}</span></a>' for p, title in _ENDPOINTS
-        )
-        page = f"""<html lang="en">
-  <head>
-    <title>edged monitoring</title>
-    <style type="text/css">
-      body {{ font-family: ui-sans-serif, system-ui, sans-serif; margin-left: 32px }}
-      a {{ display: block; padding-bottom: 6px; color: rgb(72 72 92); text-decoration: none }}
-      a:hover {{ font-weight: 600 }}
-      .endpoint {{ font-size: 12px; color: #999; font-family: monospace }}
-    </style>
-  </head>
-  <body>
-    <h2>edged v{__version__}</h2>
-    <p>nats-server {SERVER_VERSION} compatible &middot; {self.server.server_name}</p>
-{links}
-  </body>
-</html>
-"""
-        return 200, "text/html; charset=utf-8", page.encode()
-
-    def dispatch(self, method: str, target: str) -> tuple[int, str, bytes, dict[str, str]]:
-        """Route one request; returns (status, content type, body, extra headers). No I/O."""
-        if method not in ("GET", "HEAD"):
-            return 405, "text/plain; charset=utf-8", b"Method Not Allowed\n", {"Allow": "GET, HEAD"}
-        parts = urlsplit(target)
-        path = unquote(parts.path or "/")
-        if self.base:
-            if path == self.base:
-                path = "/"
-            elif path.startswith(self.base + "/"):
-                path = path[len(self.base):]
-            else:
-                return 404, "text/plain; charset=utf-8", b"404 page not found\n", {}
-        handler = self._routes.get(path)
-        if handler is None:
-            return 404, "text/plain; charset=utf-8", b"404 page not found\n", {}
-        stats = self.state.http_req_stats
-        stats[path] = stats.get(path, 0) + 1
-        try:
-            status, ctype, body = handler(_query(parts.query))
-        except MonitorError as e:
-            return e.code, "text/plain; charset=utf-8", str(e).encode(), {}
-        except Exception as e:  # a monitoring bug must not take the daemon's port down
-            log.error("Error handling monitoring request %s: %s", path, e, exc_info=True)
-            return 500, "text/plain; charset=utf-8", f"internal error: {e}".encode(), {}
-        return status, ctype, body, {}
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            try:
-                method, target = await asyncio.wait_for(self._read_request(reader), READ_TIMEOUT)
-            except TimeoutError:
-                await self._respond(writer, "GET", 408, "text/plain; charset=utf-8", b"Request Timeout\n", {})
-                return
-            except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError) as e:
-                code = 431 if isinstance(e, ValueError | asyncio.LimitOverrunError) and "limit" in str(e) else 400
-                await self._respond(writer, "GET", code, "text/plain; charset=utf-8",
-                                    f"{code} {_REASONS[code]}\n".encode(), {})
-                return
-            status, ctype, body, extra = self.dispatch(method, target)
-            await self._respond(writer, method, status, ctype, body, extra)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
-            try:
-                writer.close()
-            except Exception:
-                pass
-
-    @staticmethod
-    async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
-        line = await reader.readline()
-        if not line.endswith(b"\n"):
-            raise asyncio.IncompleteReadError(line, None)
-        fields = line.decode("latin-1").strip().split(" ")
-        if len(fields) != 3 or not fields[2].startswith("HTTP/1."):
-            raise ValueError("malformed request line")
-        total = len(line)
-        while True:
-            h = await reader.readline()
-            total += len(h)
-            if total > MAX_HEADER_BYTES:
-                raise ValueError("header limit exceeded")
-            if not h.endswith(b"\n"):
-                raise asyncio.IncompleteReadError(h, None)
-            if h in (b"\r\n", b"\n"):
-                break
-        return fields[0], fields[1]
-
-    @staticmethod
-    async def _respond(writer: asyncio.StreamWriter, method: str, status: int, ctype: str, body: bytes,
-                       extra: dict[str, str]) -> None:
-        headers = {
-            "Content-Type": ctype,
-            "Access-Control-Allow-Origin": "*",
-            "Date": formatdate(usegmt=True),
-            "Content-Length": str(len(body)),
-            "Connection": "close",
-        } | extra
-        head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else body))
-        await writer.drain()

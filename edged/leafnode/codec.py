@@ -1,0 +1,283 @@
+"""The leafnode wire protocol, sans-I/O: `LeafParser` turns bytes from the hub into events, the encoders
+build what edged sends. Wire facts: ../shared/docs/leafnode-protocol.md (nats-server leafnode.go)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from edged.protocol import CRLF, Framer, more_of_run
+
+MAX_LEAF_CONTROL_LINE = 64 * 1024
+MAX_LEAF_PAYLOAD = 64 * 1024 * 1024
+LDS_PREFIX = "$LDS."
+
+OP_INFO = 1  # (OP_INFO, dict)
+OP_PING = 2  # (OP_PING,)
+OP_PONG = 3  # (OP_PONG,)
+OP_OK = 4  # (OP_OK,)
+OP_ERR = 5  # (OP_ERR, text)
+OP_LSUB = 6  # (OP_LSUB, subject, queue|None, weight)
+OP_LUNSUB = 7  # (OP_LUNSUB, subject, queue|None)
+OP_LMSG = 8  # (OP_LMSG, subject: bytes, reply: bytes, queues: tuple[bytes, ...], hdr|None, payload)
+OP_ERROR = 9  # (OP_ERROR, text): protocol violation, the parser is dead
+# (OP_LMSGS, subject, reply, [payload, ...]): consecutive plain LMSGs (no queues, no headers) with one subject
+# and reply, only from a parser made with runs=True; the connection matches and checks once per run
+OP_LMSGS = 10
+
+_PING_EV = (OP_PING,)
+_PONG_EV = (OP_PONG,)
+_OK_EV = (OP_OK,)
+
+
+def _size(b: bytes) -> int:
+    if not b or not b.isdigit() or len(b) > 10:
+        return -1
+    return int(b)
+
+
+class LeafParser(Framer):
+    """Incremental parser for what a hub sends on a leafnode connection. With `runs`, plain LMSGs that
+    follow one another with the same subject and reply come out as one OP_LMSGS event."""
+
+    __slots__ = ("runs", "_lines")
+
+    def __init__(self, max_control_line: int = MAX_LEAF_CONTROL_LINE, max_payload: int = MAX_LEAF_PAYLOAD,
+                 runs: bool = False) -> None:
+        super().__init__(max_control_line, max_payload)
+        self.runs = runs
+        # runs mode: plain LMSG control lines seen before -> (subject, reply, size, CRLF + line)
+        self._lines: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
+
+    def feed(self, data: bytes) -> list[tuple]:
+        if self.dead:
+            return []
+        buf = self._join(data)
+        if buf is None:
+            return []
+        events: list[tuple] = []
+        append = events.append
+        n = len(buf)
+        pos = 0
+        mcl = self.max_control_line
+        find = buf.find
+        find_at = buf.startswith
+        runs = self.runs
+        lines = self._lines
+        run: tuple = ()
+        single: tuple = ()
+        while pos < n:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                if n - pos > mcl:
+                    return self._fail(events, "maximum control line exceeded")
+                break
+            if nl - pos > mcl:
+                return self._fail(events, "maximum control line exceeded")
+            # runs mode: a plain LMSG line seen before needs no parsing
+            ent = lines.get(buf[pos : nl + 1]) if runs and find_at(b"LMSG ", pos) else None
+            if ent is not None:
+                word = b"LMSG"
+                args = [word]
+            else:
+                end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+                line = buf[pos:end]
+                args = line.split()
+                if not args:
+                    pos = nl + 1
+                    continue
+                word = args[0]
+                if word != b"LMSG" and word != b"HMSG":
+                    word = word.upper()
+            if word == b"LMSG" or word == b"HMSG":
+                na = len(args)
+                queues: tuple[bytes, ...] = ()
+                if ent is not None:
+                    subject, reply, size = ent[0], ent[1], ent[2]
+                    hsize = -1
+                elif word == b"LMSG" and 3 <= na <= 4 and args[-1].isdigit() and len(args[-1]) < 11:
+                    # hot path: plain LMSG without a queue list
+                    subject = args[1]
+                    reply = args[2] if na == 4 else b""
+                    hsize = -1
+                    size = int(args[-1])
+                    if runs and size <= self.max_payload and find_at(b"LMSG ", pos):
+                        if len(lines) >= 256:
+                            lines.clear()
+                        ln = buf[pos : nl + 1]
+                        ent = lines[ln] = (subject, reply, size, b"\r\n" + ln)
+                else:
+                    ev = _msg_args(args, word == b"HMSG")
+                    if ev is None:
+                        return self._fail(events, "Unknown Protocol Operation")
+                    subject, reply, queues, hsize, size = ev
+                if size > self.max_payload:
+                    return self._fail(events, "Maximum Payload Violation")
+                start = nl + 1
+                stop = start + size
+                if stop + 2 > n:
+                    self._keep(buf, pos, stop + 2 - pos)
+                    return events
+                if buf[stop] != 13 or buf[stop + 1] != 10:
+                    return self._fail(events, "Unknown Protocol Operation")
+                if hsize < 0 and runs and not queues:
+                    last = events[-1] if events else None
+                    if last is run and run[1] == subject and run[2] == reply:
+                        payloads = run[3]
+                        payloads.append(buf[start:stop])
+                    elif last is single and single[1] == subject and single[2] == reply:
+                        # a second message on the subject: the single event becomes a run
+                        payloads = [single[5], buf[start:stop]]
+                        run = events[-1] = (OP_LMSGS, subject, reply, payloads)
+                    else:
+                        # alone until the next message says otherwise: a run of one costs more than an event
+                        single = (OP_LMSG, subject, reply, queues, None, buf[start:stop])
+                        append(single)
+                        pos = stop + 2
+                        continue
+                    # the messages right behind with the very same control line need no parsing: one
+                    # startswith checks this payload's CRLF and the next line together
+                    nxt = ent[3] if ent is not None else b"\r\n" + buf[pos:start]
+                    if find_at(nxt, stop):
+                        stop = more_of_run(buf, stop, nxt, size, payloads)
+                        if stop < 0:
+                            return self._fail(events, "Unknown Protocol Operation")
+                elif hsize < 0:
+                    append((OP_LMSG, subject, reply, queues, None, buf[start:stop]))
+                else:
+                    append((OP_LMSG, subject, reply, queues, buf[start:start + hsize], buf[start + hsize:stop]))
+                pos = stop + 2
+                continue
+            pos = nl + 1
+            if word == b"PING":
+                append(_PING_EV)
+            elif word == b"PONG":
+                append(_PONG_EV)
+            elif word == b"LS+":
+                na = len(args)
+                if na == 2:
+                    append((OP_LSUB, args[1].decode("utf-8", "surrogateescape"), None, 1))
+                elif na == 4:
+                    w = _size(args[3])
+                    append((OP_LSUB, args[1].decode("utf-8", "surrogateescape"),
+                            args[2].decode("utf-8", "surrogateescape"), w if w > 0 else 1))
+                else:
+                    return self._fail(events, "Unknown Protocol Operation")
+            elif word == b"LS-":
+                na = len(args)
+                if na == 2:
+                    append((OP_LUNSUB, args[1].decode("utf-8", "surrogateescape"), None))
+                elif na == 3:
+                    append((OP_LUNSUB, args[1].decode("utf-8", "surrogateescape"),
+                            args[2].decode("utf-8", "surrogateescape")))
+                else:
+                    return self._fail(events, "Unknown Protocol Operation")
+            elif word == b"INFO":
+                sp = line.find(b" ")
+                try:
+                    info = json.loads(line[sp + 1:]) if sp > 0 else None
+                except ValueError:
+                    info = None
+                if not isinstance(info, dict):
+                    return self._fail(events, "Unknown Protocol Operation")
+                append((OP_INFO, info))
+            elif word == b"-ERR":
+                sp = line.find(b" ")
+                text = line[sp + 1:].decode("utf-8", "replace").strip() if sp > 0 else ""
+                if len(text) >= 2 and text[0] == "'" and text[-1] == "'":
+                    text = text[1:-1]
+                append((OP_ERR, text))
+            elif word == b"+OK":
+                append(_OK_EV)
+            else:
+                return self._fail(events, "Unknown Protocol Operation")
+        self._buf = buf[pos:] if pos < n else b""
+        return events
+
+    def _keep(self, buf: bytes, pos: int, need: int) -> None:
+        rest = buf[pos:]
+        if len(rest) >= 65536:
+            self._chunks = [rest]
+            self._have = len(rest)
+            self._need = need
+            self._buf = b""
+        else:
+            self._buf = rest
+
+    def _fail(self, events: list[tuple], text: str) -> list[tuple]:
+        self.dead = True
+        self._buf = b""
+        self._chunks.clear()
+        events.append((OP_ERROR, text))
+        return events
+
+
+def _msg_args(args: list[bytes], hdr: bool) -> tuple[bytes, bytes, tuple[bytes, ...], int, int] | None:
+    """LMSG/HMSG arguments: the count disambiguates, ≥ 4 (5 for HMSG) needs the `+`/`|` indicator."""
+    na = len(args) - 1
+    nsz = 2 if hdr else 1
+    if na < 1 + nsz:
+        return None
+    subject = args[1]
+    reply = b""
+    queues: tuple[bytes, ...] = ()
+    if na == 1 + nsz:
+        pass
+    elif na == 2 + nsz:
+        reply = args[2]
+    else:
+        ind = args[2]
+        if ind == b"+":
+            reply = args[3]
+            queues = tuple(args[4:len(args) - nsz])
+        elif ind == b"|":
+            queues = tuple(args[3:len(args) - nsz])
+        else:
+            return None
+        if not queues:
+            return None
+    if hdr:
+        hsize = _size(args[-2])
+        size = _size(args[-1])
+        if hsize < 0 or size < 0 or hsize > size:
+            return None
+    else:
+        hsize = -1
+        size = _size(args[-1])
+        if size < 0:
+            return None
+    return subject, reply, queues, hsize, size
+
+
+def connect_line(opts: dict[str, Any]) -> bytes:
+    return b"CONNECT " + json.dumps(opts, separators=(",", ":")).encode() + CRLF
+
+
+def ls_plus(subject: str, queue: str | None = None, weight: int = 1) -> bytes:
+    if queue:
+        return f"LS+ {subject} {queue} {max(1, weight)}\r\n".encode("utf-8", "surrogateescape")
+    return f"LS+ {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def ls_minus(subject: str, queue: str | None = None) -> bytes:
+    if queue:
+        return f"LS- {subject} {queue}\r\n".encode("utf-8", "surrogateescape")
+    return f"LS- {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def msg_head(subject: bytes, reply: bytes, queues: list[bytes] | tuple[bytes, ...], hsize: int, size: int) -> bytes:
+    """LMSG (hsize < 0) or HMSG control line; `size` is the payload length without headers."""
+    parts = [b"HMSG" if hsize >= 0 else b"LMSG", subject]
+    if queues:
+        if reply:
+            parts += (b"+", reply)
+        else:
+            parts.append(b"|")
+        parts.extend(queues)
+    elif reply:
+        parts.append(reply)
+    if hsize >= 0:
+        parts += (b"%d" % hsize, b"%d" % (hsize + size))
+    else:
+        parts.append(b"%d" % size)
+    return b" ".join(parts) + CRLF

@@ -1,0 +1,629 @@
+"""One leafnode connection to the hub: the leafnode kind of `edged.connection.Connection`.
+
+Hub interest (LS+/LS-) becomes `Subscription(self, ...)` objects in the bound account; messages from the
+hub enter the router through `Account.route` like any other input; deliveries to the hub are framed as
+LMSG. What edged enforces itself because the hub does not (§5.5): no local JetStream API traffic
+(`$JS.API.>`, `$KV.>`, `$OBJ.>`, its own `$JS.<domain>.API.>`) towards the hub, the same denies on what
+comes back (see edged/jetstream/domain.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from edged import SERVER_VERSION
+from edged.accounts import Account
+from edged.connection import Connection
+from edged.creds import read_creds_file
+from edged.goformat import rtt_text
+from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_subject_of, decode_ack_reply
+from edged.leafnode.codec import (
+    LDS_PREFIX,
+    OP_ERR,
+    OP_ERROR,
+    OP_INFO,
+    OP_LMSG,
+    OP_LMSGS,
+    OP_LSUB,
+    OP_LUNSUB,
+    OP_PING,
+    OP_PONG,
+    LeafParser,
+    connect_line,
+    ls_minus,
+    ls_plus,
+    msg_head,
+)
+from edged.leafnode.dialing import LeafURL, sign_nonce
+from edged.log import TRACE, log
+from edged.protocol import CRLF, frame_run
+from edged.receiver import KIND_LEAF, Subscription
+from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
+from edged.tlsconf import client_ssl_context
+
+if TYPE_CHECKING:
+    from edged.leafnode.remote import RemoteLink
+
+CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
+LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
+CLUSTER_NAME_DELAY = 30.0
+MIN_VERSION_DELAY = 5.0
+
+
+class LeafConnection(Connection):
+    """One solicited leafnode connection to the hub. A router receiver: hub interest becomes
+    `Subscription(self, ...)` objects in the bound account."""
+
+    kind = KIND_LEAF
+    echo = False  # hub messages are never routed back to the hub
+    headers = True
+
+    def __init__(self, link: RemoteLink, url: LeafURL, tls_done: bool) -> None:
+        super().__init__(link.server)
+        self.link = link
+        self.account: Account = link.account
+        self.url = url
+        self.parser = LeafParser(runs=True)
+        self.tls_done = tls_done
+        self.connected = False  # connect_info INFO received
+        self.connect_sent = False
+        self.got_info = False
+        self.hub_info: dict[str, Any] = {}
+        self.nonce = ""
+        self.remote_account = ""
+        self.remote_name = ""
+        # local interest advertised: (subject, queue) -> count of local subs
+        self.smap: dict[tuple[str, str | None], int] = {}
+        self.export = AllowDenyFilter(None, link.remote.deny_exports)
+        self.import_ = AllowDenyFilter(None, link.remote.deny_imports)
+        self._own_domain_prefix = link.own_domain_prefix
+        # the last message written, to merge further deliveries of the same router pass (see deliver)
+        self._last_subject: bytes | None = None
+        self._last_reply: bytes | None = None
+        self._last_hdr: bytes | None = None
+        self._last_payload: bytes | None = None
+        self._last_subs: tuple[Subscription, ...] = ()
+        self._last_idx = 0
+        self._exp: AllowDenyFilter | None = None
+        self._deny_imp = AllowDenyFilter(None, link.remote.deny_imports) if link.remote.deny_imports else None
+        own = link.own_domain_prefix
+        self._out_deny: tuple[bytes, ...] = LOCAL_ONLY_PREFIXES + ((own,) if own else ())
+        self._in_special: tuple[bytes, ...] = LOCAL_ONLY_PREFIXES + ((own,) if own else ())
+        self.extra_delay = 0.0
+        self.error = ""
+        self.host = url.host
+        self.port = url.port
+        self.closed_fut: asyncio.Future[None] = self.server.loop.create_future()
+        self._listening = False
+
+    # -------------------------------------------------------------------------- asyncio callbacks
+
+    def _connected(self, transport: Any) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self._later(self.link.remote.first_info_timeout or 1.0, self._first_info_timeout)
+
+    def _lost_reason(self, exc: Exception | None) -> str:
+        return f"Connection closed by hub{': ' + str(exc) if exc else ''}"
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    # -------------------------------------------------------------------------- protocol
+
+    def process(self, events: list[tuple]) -> None:
+        for ev in events:
+            if self.closed:
+                return
+            op = ev[0]
+            if op == OP_LMSGS:
+                self._on_msgs(ev[1], ev[2], ev[3])
+            elif op == OP_LMSG:
+                self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
+            elif op == OP_LSUB:
+                self._on_ls_plus(ev[1], ev[2], ev[3])
+            elif op == OP_LUNSUB:
+                self._on_ls_minus(ev[1], ev[2])
+            elif op == OP_PING:
+                self.send_raw(self.pong_word)
+            elif op == OP_PONG:
+                self._on_pong()
+            elif op == OP_INFO:
+                self._on_info(ev[1])
+            elif op == OP_ERR:
+                self._on_err(ev[1])
+            elif op == OP_ERROR:
+                self._log_error(f"protocol error from hub: {ev[1]}")
+                self.close(f"Parse Error: {ev[1]}")
+                return
+
+    def _on_info(self, info: dict[str, Any]) -> None:
+        if not self.got_info:
+            self.got_info = True
+            self._cancel_timers()
+            self.hub_info = info
+            if not info.get("client_id") or "leafnode_urls" not in info:
+                self.error = "attempted to connect to wrong port"
+                self._log_error(f"Attempted to connect to a non-leafnode port {self.url.hostport}: check the "
+                                "remote URL points at the hub's leafnodes port")
+                self.close("Attempted To Connect To Wrong Port")
+                return
+            self.remote_name = str(info.get("server_name") or info.get("server_id") or "")
+            self.nonce = str(info.get("nonce") or "")
+            problem = self.link.check_domains(info)
+            if problem:
+                self.error = problem
+                self._log_error(problem)
+                self.extra_delay = LOOP_DELAY
+                self.close("JetStream Domain Conflict")
+                return
+            self.link.learn_urls(info)
+            need_tls = (bool(info.get("tls_required")) or self.link.wants_tls(self.url)) and not self.url.websocket
+            if need_tls and not self.tls_done:
+                self.server.loop.create_task(self._upgrade_tls())
+            else:
+                self._send_connect()
+            return
+        if info.get("connect_info"):
+            self._on_connect_info(info)
+        else:
+            self.link.learn_urls(info)
+
+    async def _upgrade_tls(self) -> None:
+        remote = self.link.remote
+        tmo = remote.tls.timeout if remote.tls is not None and remote.tls.timeout else 2.0
+        try:
+            ctx = client_ssl_context(remote.tls)
+            name = self.link.tls_name(self.url)
+            new = await asyncio.wait_for(
+                self.server.loop.start_tls(self.transport, self, ctx, server_hostname=name), tmo + 0.5
+            )
+        except Exception as e:
+            self.error = f"TLS handshake error: {e or type(e).__name__}"
+            self.link.last_error = self.error  # the transport may already have reported the close
+            self._log_error(f"TLS handshake error with {self.url.hostport}: {e or type(e).__name__}")
+            self.close("TLS Handshake Error", flush=False)
+            return
+        if self.closed:
+            if new is not None:
+                new.close()
+            return
+        self.transport = new
+        self.tls_done = True
+        self._send_connect()
+        self.flush()
+
+    def _send_connect(self) -> None:
+        srv = self.server
+        remote = self.link.remote
+        js = srv.opts.jetstream
+        c: dict[str, Any] = {
+            "version": SERVER_VERSION,
+            "server_id": srv.server_id,
+            "name": srv.server_name,
+            "headers": True,
+            "jetstream": bool(js.enabled),
+            "remote_account": self.account.name,
+            "protocol": 1,
+        }
+        if js.enabled and js.domain:
+            c["domain"] = js.domain
+        if remote.deny_imports:
+            c["deny_pub"] = list(remote.deny_imports)
+        try:
+            if remote.credentials:
+                jwt, seed = read_creds_file(remote.credentials)
+                _, sig = sign_nonce(seed, self.nonce)
+                c["jwt"] = jwt
+                c["sig"] = sig
+            elif remote.seed or remote.nkey:
+                seed_s = remote.seed if remote.seed.startswith("S") else remote.nkey
+                if not seed_s.startswith("S"):
+                    raise ValueError("remote nkey must be a user nkey seed (SU...)")
+                pub, sig = sign_nonce(seed_s.encode(), self.nonce)
+                c["nkey"] = pub
+                c["sig"] = sig
+        except Exception as e:
+            self.error = f"credentials error: {e}"
+            self._log_error(f"Error loading leafnode credentials: {e}")
+            self.close("Credentials Error")
+            return
+        user, password = self.link.user_password(self.url)
+        if user:
+            c["user"] = user
+            if password is None:
+                c["auth_token"] = user
+            else:
+                c["pass"] = password
+        if log.isEnabledFor(TRACE):
+            safe = {k: ("[REDACTED]" if k in ("pass", "auth_token", "sig", "jwt") else v) for k, v in c.items()}
+            log.log(TRACE, "%s - lid:%d - ->> [CONNECT %s]", self.url.hostport, self.cid, safe)
+        self.connect_sent = True
+        self.send_raw(connect_line(c))
+        if self.hub_info.get("info_on_connect"):
+            self._later(CONNECT_PROCESS_TIMEOUT, self._connect_process_timeout)
+        else:
+            self._on_connect_info({})
+
+    def _on_connect_info(self, info: dict[str, Any]) -> None:
+        if self.connected:
+            return
+        self._cancel_timers()
+        self.remote_account = str(info.get("remote_account") or "")
+        remote = self.link.remote
+        imp_allow, imp_deny = _perm(info.get("import"))
+        exp_allow, exp_deny = _perm(info.get("export"))
+        self.import_ = AllowDenyFilter(imp_allow, imp_deny + list(remote.deny_imports))
+        self.export = AllowDenyFilter(exp_allow, exp_deny + list(remote.deny_exports))
+        self._exp = None if self.export.empty else self.export
+        if info.get("acc_is_sys") and not self.link.is_system_account:
+            log.warning("Leafnode %s: local account %r is bound to the hub's system account", self.url.hostport,
+                        self.account.name)
+        self.connected = True
+        self.link.on_connected(self)
+        # full local interest dump, then incremental updates from the account listener
+        out = [ls_plus(self.link.lds_subject)]
+        for subj in self.link.domain_subjects():
+            out.append(ls_plus(subj))
+        for sub in self.account.sublist.all_subs():
+            b = self._interest_add(sub)
+            if b:
+                out.append(b)
+        self.account.interest_listeners.append(self._on_local_interest)
+        self._listening = True
+        out.append(b"PING\r\n")  # first RTT sample right away, like nats-server's first-ping timer
+        self.pings_out = 1
+        self.rtt_start = time.monotonic()
+        self.send_raw(b"".join(out))
+        self._schedule_ping(self.link.ping_interval)
+        self.flush()
+
+    def _on_err(self, text: str) -> None:
+        low = text.lower()
+        self.error = text
+        if "authorization violation" in low or "authentication" in low:
+            self._log_error(f"Leafnode authentication failed for account {self.account.name!r} at "
+                            f"{self.url.redacted()}: {text} (check the remote's credentials)")
+        elif low.startswith("loop detected"):
+            self.extra_delay = LOOP_DELAY
+            self._log_error(f"Leafnode loop detected by the hub: {text}")
+        elif "same cluster name" in low:
+            self.extra_delay = CLUSTER_NAME_DELAY
+            self._log_error(f"Leafnode rejected by the hub: {text}")
+        elif "minimum version" in low:
+            self.extra_delay = MIN_VERSION_DELAY
+            self._log_error(f"Leafnode rejected by the hub: {text}")
+        elif "leaf node port" in low or "wrong port" in low:
+            self._log_error(f"Leafnode connection rejected, wrong port: {text}")
+        elif "permissions violation" in low:
+            self._log_error(f"Leafnode permissions violation reported by the hub: {text}")
+        else:
+            self._log_error(f"Leafnode error from hub: {text}")
+        # the hub closes the connection itself after an -ERR (client.go processErr, case LEAF)
+
+    # -------------------------------------------------------------------------- interest from the hub
+
+    def _on_ls_plus(self, subject: str, queue: str | None, weight: int) -> None:
+        if subject.startswith(LDS_PREFIX) and subject == self.link.lds_subject:
+            self._loop_detected()
+            return
+        if not is_valid_subject(subject) or (queue is not None and not queue):
+            log.debug("Leafnode %s: ignoring invalid LS+ %r", self.url.hostport, subject)
+            return
+        if self.link.deny_outbound_interest(subject) or not self.export.allows_interest(subject):
+            return  # nothing would be sent there anyway
+        key = subject if queue is None else f"{subject} {queue}"
+        sub = self.subs.get(key)
+        if sub is not None:
+            if queue is not None:
+                sub.weight = weight
+            return
+        sub = Subscription(self, subject, queue, key)
+        sub.weight = weight
+        self.subs[key] = sub
+        self.account.subscribe(sub)
+
+    def _on_ls_minus(self, subject: str, queue: str | None) -> None:
+        key = subject if queue is None else f"{subject} {queue}"
+        sub = self.subs.pop(key, None)
+        if sub is not None:
+            self.account.unsubscribe(sub)
+
+    def auto_unsubscribe(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None:
+            self.account.unsubscribe(sub)
+
+    def _loop_detected(self) -> None:
+        text = f"Loop detected for leafnode account={self.account.name!r}. Delaying attempt to reconnect for 30s"
+        self.error = text
+        self._log_error(text)
+        self.extra_delay = LOOP_DELAY
+        self.send_raw(b"-ERR '" + text.encode() + b"'\r\n")
+        self.close("Loop Detected")
+
+    # -------------------------------------------------------------------------- local interest -> hub
+
+    def _may_advertise(self, sub: Subscription) -> bool:
+        if sub.conn.kind == KIND_LEAF:
+            return False  # interest learned from a hub is never re-advertised (spoke semantics)
+        subject = sub.subject
+        if subject.startswith(LDS_PREFIX):
+            return False
+        if any(subject_is_subset(subject, d) for d in LOCAL_ONLY):
+            return False
+        return self.import_.allows_interest(subject)
+
+    def _interest_add(self, sub: Subscription) -> bytes | None:
+        if not self._may_advertise(sub):
+            return None
+        key = (sub.subject, sub.queue or None)
+        n = self.smap.get(key, 0) + 1
+        self.smap[key] = n
+        if key[1] is None:
+            return ls_plus(key[0]) if n == 1 else None
+        return ls_plus(key[0], key[1], n)
+
+    def _interest_remove(self, sub: Subscription) -> bytes | None:
+        key = (sub.subject, sub.queue or None)
+        n = self.smap.get(key)
+        if n is None or not self._may_advertise(sub):
+            return None
+        n -= 1
+        if n <= 0:
+            del self.smap[key]
+            return ls_minus(key[0], key[1])
+        self.smap[key] = n
+        return ls_plus(key[0], key[1], n) if key[1] is not None else None
+
+    def _on_local_interest(self, sub: Subscription, added: bool) -> None:
+        if self.closed or sub.conn is self:
+            return
+        b = self._interest_add(sub) if added else self._interest_remove(sub)
+        if b:
+            self.send_raw(b)
+
+    # -------------------------------------------------------------------------- messages from the hub
+
+    def _on_msg(self, subject_b: bytes, reply_b: bytes, queues: tuple[bytes, ...], hdr: bytes | None,
+                payload: bytes) -> None:
+        self.in_msgs += 1
+        self.in_bytes += len(payload) if hdr is None else len(payload) + len(hdr)
+        if reply_b and reply_b.startswith(b"$JS.ACK."):
+            subject_b, reply_b = decode_ack_reply(subject_b, reply_b)
+        if subject_b.startswith(self._in_special):
+            if subject_b.startswith(LOCAL_ONLY_PREFIXES):
+                return
+            # the hub asks edged's domain: answer as local $JS.API unless something local listens on it as is
+            subject = subject_b.decode("utf-8", "surrogateescape")
+            if not self._local_interest(subject):
+                subject_b = api_subject_of(subject_b, self._own_domain_prefix)
+                subject = subject_b.decode("utf-8", "surrogateescape")
+        else:
+            subject = subject_b.decode("utf-8", "surrogateescape")
+            di = self._deny_imp
+            if di is not None and not di.allows(subject):
+                return
+        self.account.route(subject, subject_b, reply_b, hdr, payload, self, queues)
+
+    def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
+        """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
+        if reply_b.startswith(b"$JS.ACK.") or subject_b.startswith(self._in_special):
+            on_msg = self._on_msg
+            for payload in payloads:
+                if self.closed:
+                    return
+                on_msg(subject_b, reply_b, (), None, payload)
+            return
+        n = len(payloads)
+        nbytes = sum(map(len, payloads))
+        self.in_msgs += n
+        self.in_bytes += nbytes
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is not None and not di.allows(subject):
+            return
+        self.account.route_run(subject, subject_b, reply_b, payloads, self, nbytes, ())
+
+    def _local_interest(self, subject: str) -> bool:
+        psubs, qgroups = self.account.sublist.match(subject)
+        for s in psubs:
+            if s.conn.kind != KIND_LEAF:
+                return True
+        for g in qgroups:
+            for s in g:
+                if s.conn.kind != KIND_LEAF:
+                    return True
+        return False
+
+    # -------------------------------------------------------------------------- messages to the hub (hot path)
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
+        """Called by the router once per matching hub subscription. One router pass that hits several of
+        them (`foo.*` and `foo.>`, or plain and queue interest) must become one LMSG, as a hub delivers
+        once per connection: the message is written at once and its control line rewritten in place when
+        the same message (same objects) comes again for another subscription."""
+        if payload is self._last_payload and subject is self._last_subject and reply is self._last_reply \
+                and hdr is self._last_hdr and sub not in self._last_subs:
+            self._merge(sub)
+            return
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return
+        exp = self._exp
+        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+            return
+        sub.delivered += 1
+        size = len(payload)
+        q = sub.queue
+        if hdr is None:
+            if q:
+                head = msg_head(subject, reply, (q.encode("utf-8", "surrogateescape"),), -1, size)
+            elif reply:
+                head = b"LMSG %s %s %d\r\n" % (subject, reply, size)
+            else:
+                head = b"LMSG %s %d\r\n" % (subject, size)
+            out = self.out
+            self._last_idx = len(out)
+            out += (head, payload, CRLF)
+        else:
+            hs = len(hdr)
+            head = msg_head(subject, reply, (q.encode("utf-8", "surrogateescape"),) if q else (), hs, size)
+            out = self.out
+            self._last_idx = len(out)
+            out += (head, hdr, payload, CRLF)
+            size += hs
+        self._last_subject = subject
+        self._last_reply = reply
+        self._last_hdr = hdr
+        self._last_payload = payload
+        self._last_subs = (sub,)
+        self.out_msgs += 1
+        self.out_bytes += size
+        self.pending += size + len(head) + 2
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
+    def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
+        """Always: delivery only queues output, the slow-consumer check waits for the flush."""
+        return True
+
+    def deliver_run(self, sub: Subscription, subject: bytes, reply: bytes, payloads: list[bytes]) -> None:
+        """`deliver` of header-less messages with one subject and reply to a plain (non-queue) hub
+        subscription: the checks and the LMSG line are done once, equal-sized messages written with one
+        join. No other subscription of this connection gets the same messages (`run_receivers`), so there
+        is nothing to merge."""
+        self._forget_last()
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return
+        exp = self._exp
+        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+            return
+        q = sub.queue
+        if q:  # not reached from the router (queue subscriptions are in groups), kept correct anyway
+            for payload in payloads:
+                self.deliver(sub, subject, reply, None, payload)
+            self._forget_last()
+            return
+        n = len(payloads)
+        sub.delivered += n
+        prefix = b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject
+        total, added = frame_run(self.out, payloads, prefix)
+        self.pending += added
+        self.out_msgs += n
+        self.out_bytes += total
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
+    def _merge(self, sub: Subscription) -> None:
+        """Another subscription of the same router pass: add its queue group to the written LMSG."""
+        self._last_subs += (sub,)
+        sub.delivered += 1
+        queues = [s.queue.encode("utf-8", "surrogateescape") for s in self._last_subs if s.queue]
+        if not queues:
+            return
+        seen: list[bytes] = []
+        for q in queues:
+            if q not in seen:
+                seen.append(q)
+        hdr = self._last_hdr
+        size = len(self._last_payload)
+        old = self.out[self._last_idx]
+        self.out[self._last_idx] = head = msg_head(self._last_subject, self._last_reply, seen,
+                                                   len(hdr) if hdr is not None else -1, size)
+        self.pending += len(head) - len(old)
+
+    def _forget_last(self) -> None:
+        self._last_payload = self._last_subject = self._last_reply = self._last_hdr = None
+        self._last_subs = ()
+
+    def send_raw(self, data: bytes) -> None:
+        self._forget_last()
+        super().send_raw(data)
+
+    def flush(self) -> None:
+        self._forget_last()
+        super().flush()
+
+    def _log_slow_consumer(self, pending: int) -> None:
+        self._log_error(f"Slow leafnode connection to {self.url.hostport}: pending bytes over "
+                        f"{self.opts.max_pending}")
+
+    # -------------------------------------------------------------------------- timers and closing
+
+    def _first_info_timeout(self) -> None:
+        if not self.got_info and not self.closed:
+            self.error = "no INFO from the hub"
+            self._log_error(f"Did not receive the hub's INFO from {self.url.hostport} within "
+                            f"{self.link.remote.first_info_timeout or 1.0}s (wrong port or TLS handshake_first "
+                            "mismatch?)")
+            self.close("Read Error")
+
+    def _connect_process_timeout(self) -> None:
+        if not self.connected and not self.closed:
+            self.send_raw(b"-ERR 'Stale Leaf Node Connection - Closing'\r\n")
+            if not self.error:
+                self.error = "no response to CONNECT"
+            self._log_error(f"Leafnode connection to {self.url.hostport} did not complete: {self.error}")
+            self.close("Stale Connection")
+
+    def ping_interval(self) -> float:
+        return self.link.ping_interval
+
+    def _stale(self) -> None:
+        self.error = "Stale Connection"
+        self._log_error(f"Leafnode connection to {self.url.hostport} is stale (no PONG), closing")
+        super()._stale()
+
+    def _log_error(self, text: str) -> None:
+        log.error("%s - lid:%d - %s", self.url.hostport, self.cid, text)
+
+    def _release(self) -> None:
+        if self._listening:
+            try:
+                self.account.interest_listeners.remove(self._on_local_interest)
+            except ValueError:
+                pass
+            self._listening = False
+        self._forget_last()
+        subs = list(self.subs.values())
+        self.subs.clear()
+        for sub in subs:
+            self.account.unsubscribe(sub)
+        self.smap.clear()
+
+    def _closed(self) -> None:
+        if not self.closed_fut.done():
+            self.closed_fut.set_result(None)
+        self.link.on_closed(self)
+
+    def leaf_info(self, subs: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.cid,
+            "name": self.remote_name,
+            "is_spoke": True,
+            "account": self.account.name,
+            "ip": self.host,
+            "port": self.port,
+            "rtt": rtt_text(self.rtt),
+            **self.stats(),
+            "compression": "off",
+        }
+        if subs:
+            d["subscriptions_list"] = [s.subject for s in self.subs.values()]
+        return d
+
+
+def _perm(d: Any) -> tuple[list[str] | None, list[str]]:
+    if not isinstance(d, dict):
+        return None, []
+    allow = d.get("allow")
+    deny = d.get("deny") or []
+    return (list(allow) if allow else None), list(deny)

@@ -1,0 +1,1 @@
+"""Spark jobs over the pipeline's data sources."""

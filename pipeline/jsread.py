@@ -1,0 +1,255 @@
+"""One stream's sequence range [lo, hi] read over NATS, as Arrow record batches in the pipeline's schema.
+
+Each range gets an ephemeral push consumer (ack none, flow control, memory storage: what nats-py's
+ordered consumer asks for) starting at `lo`, on a raw subscription: the reply subject carries the
+stream sequence, the time and the count still pending, and the header block comes as stored. The
+read ends at the first message past `hi`, at `hi` itself, or when nothing matching is pending;
+consumer sequences must follow on from each other, and a gap (a message the server dropped) starts
+a new consumer just past the last message kept, so a range is read with nothing missing or twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from pipeline import natsconn
+from pipeline.headers import parse_headers
+from pipeline.natsconn import RawClient, connect, js_api_prefix, stream_info
+from pipeline.options import Conn, PipelineError
+from pipeline.schema import ARROW_SCHEMA
+
+CHUNK = 8192
+HEARTBEAT = 1.0
+
+
+class _Gap(Exception):
+    pass
+
+
+class RangeReader:
+    """Reads [lo, hi] of a stream; `chunks()` hands out lists of rows as they arrive."""
+
+    def __init__(self, nc: RawClient, conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | None,
+                 chunk: int = CHUNK) -> None:
+        self.nc, self.conn, self.stream = nc, conn, stream
+        self.lo, self.hi, self.filter = lo, hi, filter_subject
+        self.chunk = chunk
+        self.last_sseq = lo - 1
+        self._rows: list[tuple[Any, ...]] = []
+        self._ready: asyncio.Queue[list[tuple[Any, ...]] | None] = asyncio.Queue()
+        self._done = False
+        self._gap = False
+        self._dseq = 0
+        self._consumer: str | None = None
+        self._sub: Any = None
+        self._idle = asyncio.Event()
+        self._api = js_api_prefix(conn.domain)
+
+    # the raw handler: one call per delivery, on the client's read loop
+    def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
+        if self._done or self._gap:
+            return
+        if not reply.startswith(b"$JS.ACK."):
+            if reply:  # flow control request: answer so the server goes on
+                asyncio.ensure_future(self.nc.publish(reply.decode()))
+            else:
+                self._idle.set()
+            return
+        toks = reply.split(b".")
+        i = 5 if len(toks) == 9 else 7  # v1 ($JS.ACK.<stream>...) or v2 ($JS.ACK.<domain>.<hash>...)
+        sseq, dseq = int(toks[i]), int(toks[i + 1])
+        if dseq != self._dseq + 1:
+            self._gap = True
+            self._ready.put_nowait([])
+            return
+        self._dseq = dseq
+        if sseq > self.hi:
+            self._finish()
+            return
+        self._rows.append((sseq, subject.decode(), int(toks[i + 2]), hdr, data))
+        self.last_sseq = sseq
+        if sseq >= self.hi or toks[i + 3] == b"0":
+            self._finish()
+        elif len(self._rows) >= self.chunk:
+            self._ready.put_nowait(self._rows)
+            self._rows = []
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._rows:
+            self._ready.put_nowait(self._rows)
+            self._rows = []
+        self._ready.put_nowait(None)
+
+    async def _start_consumer(self, start: int) -> None:
+        inbox = self.nc.new_inbox()
+        self._sub = await self.nc.raw_subscribe(inbox, self._on_msg)
+        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start),
+                             ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
+                             idle_heartbeat=HEARTBEAT, deliver_subject=inbox, filter_subject=self.filter,
+                             mem_storage=True, num_replicas=1, inactive_threshold=30.0)
+        jsm = natsconn.jsm(self.nc, self.conn)
+        try:
+            info = await jsm.add_consumer(self.stream, config=cfg)
+        except Exception as e:
+            raise PipelineError(f"stream {self.stream!r}: cannot create a consumer to read it: {e}") from None
+        self._consumer = info.name
+        if not info.num_pending:
+            self._finish()
+
+    async def _stop_consumer(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self.nc.raw_unsubscribe(self._sub)
+            self._sub = None
+        if self._consumer is not None:
+            name, self._consumer = self._consumer, None
+            with contextlib.suppress(Exception):
+                await self.nc.request(f"{self._api}.CONSUMER.DELETE.{self.stream}.{name}", b"", timeout=2)
+
+    async def start(self) -> None:
+        if self.lo > self.hi:
+            self._finish()
+        else:
+            await self._start_consumer(self.lo)
+
+    async def next_chunk(self) -> list[tuple[Any, ...]] | None:
+        """The next rows (at least one), or None at the end of the range."""
+        while True:
+            if self._gap:
+                # the rows kept so far follow on from each other: keep them, start again just after
+                await self._stop_consumer()
+                if self._rows:
+                    self._ready.put_nowait(self._rows)
+                    self._rows = []
+                self._gap, self._dseq = False, 0
+                await self._start_consumer(self.last_sseq + 1)
+            try:
+                rows = self._ready.get_nowait()
+            except asyncio.QueueEmpty:
+                rows = await self._wait()
+                if rows is False:
+                    continue
+            if rows is None:
+                await self._stop_consumer()
+                return None
+            if rows:
+                return rows
+
+    async def _wait(self) -> Any:
+        """A chunk, or False after an idle heartbeat (a partial chunk is handed out; the end is checked)."""
+        get = asyncio.ensure_future(self._ready.get())
+        self._idle.clear()
+        idle = asyncio.ensure_future(self._idle.wait())
+        done, _ = await asyncio.wait({get, idle}, timeout=self.conn.timeout + 3 * HEARTBEAT,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if get in done:
+            idle.cancel()
+            return get.result()
+        get.cancel()
+        idle.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await get
+        if not done:
+            raise PipelineError(f"stream {self.stream!r}: no delivery or heartbeat for {self.conn.timeout}s "
+                                f"reading sequences {self.lo}..{self.hi}")
+        # idle: hand out what has come, and end if the stream holds nothing more for this range
+        if self._rows:
+            self._ready.put_nowait(self._rows)
+            self._rows = []
+        elif not self._done and await self._nothing_pending():
+            self._finish()
+        return False
+
+    async def _nothing_pending(self) -> bool:
+        jsm = natsconn.jsm(self.nc, self.conn)
+        try:
+            info = await jsm.consumer_info(self.stream, self._consumer or "")
+        except Exception:
+            return False
+        if info.num_pending == 0 and info.delivered.consumer_seq == self._dseq:
+            return True
+        return info.delivered.consumer_seq != self._dseq and self._mark_gap()
+
+    def _mark_gap(self) -> bool:
+        self._gap = True
+        return False
+
+
+def rows_to_batch(stream: str, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    """(seq, subject, time ns, header block, data) rows as one record batch of the pipeline's schema."""
+    seqs, subjects, times, hdrs, datas = zip(*rows, strict=True)
+    headers = [None if not h else list(parse_headers(h).items()) for h in hdrs]  # type: ignore[union-attr]
+    return pa.RecordBatch.from_arrays([
+        pa.array([stream] * len(rows), pa.string()),
+        pa.array(seqs, pa.int64()),
+        pa.array(subjects, pa.string()),
+        pa.array([t // 1000 for t in times], pa.timestamp("us", tz="UTC")),
+        pa.array(headers, ARROW_SCHEMA.field("headers").type),
+        pa.array(datas, pa.binary()),
+    ], schema=ARROW_SCHEMA)
+
+
+def read_range(conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | None) -> Iterator[pa.RecordBatch]:
+    """[lo, hi] as record batches, on an event loop of this (executor) thread's own."""
+    if lo > hi:
+        return
+    loop = asyncio.new_event_loop()
+    try:
+        nc = loop.run_until_complete(connect(conn))
+        try:
+            reader = RangeReader(nc, conn, stream, lo, hi, filter_subject)
+            loop.run_until_complete(reader.start())
+            while (rows := loop.run_until_complete(reader.next_chunk())) is not None:
+                yield rows_to_batch(stream, rows)
+        finally:
+            loop.run_until_complete(nc.close())
+    finally:
+        loop.close()
+
+
+async def resolve_range(nc: RawClient, conn: Conn, stream: str, start_seq: int | None, end_seq: int | None,
+                        start_time: datetime | None) -> tuple[int, int]:
+    """The stream's [lo, hi] to read now: options first, then the stream's first and last sequence."""
+    info = await stream_info(nc, conn, stream)
+    first, last = info.state.first_seq, info.state.last_seq
+    lo = start_seq if start_seq is not None else max(first, 1)
+    if start_time is not None:
+        lo = await seq_at_time(nc, conn, stream, start_time, last)
+    hi = last if end_seq is None else min(end_seq, last)
+    return lo, hi
+
+
+async def seq_at_time(nc: RawClient, conn: Conn, stream: str, t: datetime, last: int) -> int:
+    """The first sequence stored at or after `t` (last + 1 if none): where a consumer started by time begins."""
+    inbox = nc.new_inbox()
+    first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def on_msg(subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
+        if reply.startswith(b"$JS.ACK.") and not first.done():
+            toks = reply.split(b".")
+            first.set_result(int(toks[5 if len(toks) == 9 else 7]))
+
+    sub = await nc.raw_subscribe(inbox, on_msg)
+    cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=t.isoformat(),
+                         ack_policy=AckPolicy.NONE, max_deliver=1, deliver_subject=inbox, mem_storage=True,
+                         num_replicas=1, inactive_threshold=10.0, flow_control=True, idle_heartbeat=HEARTBEAT)
+    jsm = natsconn.jsm(nc, conn)
+    info = await jsm.add_consumer(stream, config=cfg)
+    try:
+        if not info.num_pending:
+            return last + 1
+        deadline = time.monotonic() + conn.timeout
+        return await asyncio.wait_for(first, max(0.1, deadline - time.monotonic()))
+    finally:
+        await nc.raw_unsubscribe(sub)
+        with contextlib.suppress(Exception):
+            await jsm.delete_consumer(stream, info.name)

@@ -1,0 +1,136 @@
+"""nats-py connections for the pipeline: connect from `Conn` with clear errors, and raw subscriptions.
+
+`RawClient` couples to two nats-py internals, both stable through nats-py 2.x: `_process_msg(sid,
+subject, reply, data, headers)`, which it intercepts for raw subscriptions (the header block as it
+came, every value of a repeated key; no Msg object or queue hop per message, which is most of what a
+200k-message read costs), and `_send_command`, through which it sends a prebuilt HPUB (nats-py's
+`publish` takes one value per header key), then kicks the flusher as `publish` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
+from nats.errors import NoServersError
+
+from pipeline.options import Conn, PipelineError
+
+RawHandler = Callable[[bytes, bytes, bytes, bytes], None]
+
+
+class RawClient(Client):
+    """A nats-py client whose raw subscriptions get (subject, reply, data, header block) in a plain call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._raw: dict[int, RawHandler] = {}
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
+        h = self._raw.get(sid)
+        if h is None:
+            await super()._process_msg(sid, subject, reply, data, headers)
+        else:
+            h(subject, reply, data, headers)
+
+    async def raw_subscribe(self, subject: str, handler: RawHandler) -> Any:
+        sub = await self.subscribe(subject)
+        self._raw[sub._id] = handler
+        return sub
+
+    async def raw_unsubscribe(self, sub: Any) -> None:
+        self._raw.pop(sub._id, None)
+        await sub.unsubscribe()
+
+    async def publish_raw(self, subject: str, reply: str, hdr: bytes, data: bytes) -> None:
+        """PUB or HPUB with a header block built by the caller (repeated keys kept)."""
+        if hdr:
+            cmd = b"HPUB %s %s %d %d\r\n" % (subject.encode(), reply.encode(), len(hdr), len(hdr) + len(data))
+            await self._send_command(cmd + hdr + data + b"\r\n")
+        else:
+            cmd = b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), len(data))
+            await self._send_command(cmd + data + b"\r\n")
+        if self._flush_queue is not None and self._flush_queue.empty():  # kick the flusher, as publish does
+            await self._flush_pending()
+
+
+async def connect(conn: Conn) -> RawClient:
+    """Connected once, without reconnects: a task that loses its server fails, and Spark retries it."""
+    nc = RawClient()
+    errors: list[BaseException] = []
+
+    async def on_error(e: BaseException) -> None:
+        errors.append(e)
+
+    kw: dict[str, Any] = {"servers": list(conn.servers), "name": conn.name, "allow_reconnect": False,
+                          "max_reconnect_attempts": 0, "connect_timeout": conn.timeout, "error_cb": on_error,
+                          "pending_size": 8 * 1024 * 1024}
+    if conn.creds:
+        kw["user_credentials"] = conn.creds
+    if conn.user is not None:
+        kw["user"], kw["password"] = conn.user, conn.password
+    if conn.token:
+        kw["token"] = conn.token
+    if conn.tls_ca:
+        ctx = ssl.create_default_context(cafile=conn.tls_ca)
+        kw["tls"] = ctx
+    where = ", ".join(conn.servers)
+    try:
+        await asyncio.wait_for(nc.connect(**kw), conn.timeout + 5)
+    except (NoServersError, OSError, TimeoutError) as e:
+        why = "; ".join(str(x) for x in errors if str(x)) or str(e) or type(e).__name__
+        if "authorization" in why.lower():
+            raise PipelineError(f"NATS server {where} refused the credentials: {why}") from None
+        raise PipelineError(f"cannot reach a NATS server at {where}: {why}") from None
+    except NatsError as e:
+        why = "; ".join(str(x) for x in errors if str(x)) or str(e)
+        if "authorization" in why.lower() or "authentication" in why.lower():
+            raise PipelineError(f"NATS server {where} refused the credentials: {why}") from None
+        raise PipelineError(f"NATS connection to {where} failed: {why}") from None
+    return nc
+
+
+def js_api_prefix(domain: str | None) -> str:
+    return f"$JS.{domain}.API" if domain else "$JS.API"
+
+
+def jsm(nc: Client, conn: Conn) -> Any:
+    """nats-py's JetStream manager on the option's domain."""
+    return nc.jsm(prefix=js_api_prefix(conn.domain), timeout=conn.timeout)
+
+
+async def stream_info(nc: Client, conn: Conn, stream: str) -> Any:
+    """The stream's info, or a PipelineError that names the stream (or JetStream's absence)."""
+    try:
+        return await jsm(nc, conn).stream_info(stream)
+    except nats.js.errors.NotFoundError:
+        raise PipelineError(f"stream {stream!r} not found on {', '.join(conn.servers)}"
+                            + (f" (domain {conn.domain})" if conn.domain else "")) from None
+    except nats.js.errors.ServiceUnavailableError:
+        raise PipelineError(f"JetStream is not enabled on {', '.join(conn.servers)}"
+                            + (f" for domain {conn.domain}" if conn.domain else "")) from None
+    except nats.errors.NoRespondersError:
+        raise PipelineError(f"no JetStream answers on {', '.join(conn.servers)}"
+                            + (f" for domain {conn.domain}" if conn.domain else "")) from None
+    except (TimeoutError, nats.errors.TimeoutError):
+        raise PipelineError(f"JetStream on {', '.join(conn.servers)} did not answer within {conn.timeout}s") from None
+    except nats.js.errors.APIError as e:
+        raise PipelineError(f"stream {stream!r}: {e.description or e}") from None
+
+
+def run(coro_fn: Callable[[RawClient], Any], conn: Conn) -> Any:
+    """Connect, run `coro_fn(nc)` and close, on a loop of its own (the driver's planning calls)."""
+
+    async def main() -> Any:
+        nc = await connect(conn)
+        try:
+            return await coro_fn(nc)
+        finally:
+            await nc.close()
+
+    return asyncio.run(main())
