@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import KINDS, run
-from tests.support.servers import ServerProcess
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
 # differ between any two servers or runs
 MASKED = {"ts", "created", "first_ts", "last_ts", "cluster", "id", "timestamp", "server", "last_active"}
@@ -112,13 +113,12 @@ async def after(url: str) -> dict[str, Any]:
         await nc.close()
 
 
-def test_restored_streams_are_administered_like_created_ones() -> None:
-    servers = [ServerProcess(k, config=f'jetstream {{ store_dir: "{tempfile.mkdtemp(prefix=f"rs-{k}-")}" }}\n')
+def test_restored_streams_are_administered_like_created_ones(
+        start_server: Callable[..., ServerProcess]) -> None:
+    servers = [start_server(k, config=f'jetstream {{ store_dir: "{tempfile.mkdtemp(prefix=f"rs-{k}-")}" }}\n')
                for k in KINDS]
 
     async def main() -> dict[str, Any]:
-        for p in servers:
-            p.start()
         await asyncio.gather(*(before(p.url) for p in servers))
         for p in servers:
             await asyncio.to_thread(p.stop)
@@ -126,11 +126,7 @@ def test_restored_streams_are_administered_like_created_ones() -> None:
         seen = await asyncio.gather(*(after(p.url) for p in servers))
         return dict(zip(KINDS, seen, strict=True))
 
-    try:
-        got = run(main(), timeout=60)
-    finally:
-        for p in servers:
-            p.stop()
+    got = run(main(), timeout=60)
     ns, ed = got["nats-server"], got["edged"]
     # a few absolutes, so that both agreeing means something
     assert ns["create_same"]["state"]["messages"] == 6  # the stream there, messages and all

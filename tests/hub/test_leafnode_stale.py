@@ -23,7 +23,6 @@ def _varz(port: int) -> dict[str, Any]:
 
 def test_stale_leaf_link_counted_as_leaf(start_hub: Callable[..., Any]) -> None:
     hub = start_hub(hub_binary("2.15"))
-    proxy = TCPProxy("127.0.0.1", hub.leaf_port).start()
 
     async def main() -> None:
         remote = RemoteLeafOpts(urls=[f"nats://leaf:s3cret@127.0.0.1:{proxy.port}"], ignore_discovered_urls=True)
@@ -41,7 +40,5 @@ def test_stale_leaf_link_counted_as_leaf(start_hub: Callable[..., Any]) -> None:
             assert v["stale_connection_stats"]["leafs"] == v["stale_connections"]
             assert v["stale_connection_stats"]["clients"] == 0
 
-    try:
+    with TCPProxy("127.0.0.1", hub.leaf_port) as proxy:
         run(main())
-    finally:
-        proxy.stop()

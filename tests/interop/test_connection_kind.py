@@ -14,6 +14,7 @@ from edged.connection import Connection
 from edged.options import Options
 from edged.receiver import Subscription
 from edged.server import Listener, Server
+from tests.support.aio import run
 from tests.support.servers import free_port
 
 
@@ -109,4 +110,4 @@ def test_a_connection_kind_added_by_subclassing_and_one_listener() -> None:
         finally:
             await srv.shutdown()
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run(main(), 60)

@@ -15,14 +15,9 @@ import nats
 import pytest
 
 from edged.creds import write_creds_file
+from tests.support.aio import run
 from tests.support.jwt_v1 import V1Operator, b64
-from tests.support.servers import ROOT, ServerProcess
-
-KINDS = ["nats-server", "edged"]
-
-
-def run(coro: Any, timeout: float = 30.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+from tests.support.servers import KINDS, ROOT, ServerProcess
 
 
 async def try_connect(url: str, **kw: Any) -> str:

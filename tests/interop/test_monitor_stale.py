@@ -10,6 +10,7 @@ import json
 import socket
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 
@@ -47,29 +48,26 @@ def _read_until_closed(s: socket.socket, timeout: float) -> bytes:
 
 
 @pytest.mark.parametrize("kind", ["edged", "nats-server"])
-def test_stale_connection_is_counted(kind: str) -> None:
+def test_stale_connection_is_counted(kind: str, start_server: Callable[..., ServerProcess]) -> None:
     mon = free_port()
-    srv = ServerProcess(kind, config=CONFIG, http_port=mon).start()
+    srv = start_server(kind, config=CONFIG, http_port=mon)
+    wait_port(mon)
+    before = _varz(mon)
+    assert before["stale_connections"] == 0
+    s = _silent_client(srv.port)
     try:
-        wait_port(mon)
-        before = _varz(mon)
-        assert before["stale_connections"] == 0
-        s = _silent_client(srv.port)
-        try:
-            got = _read_until_closed(s, 10.0)
-        finally:
-            s.close()
-        assert b"PING\r\n" in got and b"-ERR 'Stale Connection'\r\n" in got
-        v = _varz(mon)
-        for _ in range(50):  # the close is accounted right after the -ERR is written
-            if v["stale_connections"]:
-                break
-            time.sleep(0.05)
-            v = _varz(mon)
-        assert v["stale_connections"] == 1
-        assert v["stale_connection_stats"] == {"clients": 1, "routes": 0, "gateways": 0, "leafs": 0}
-        with urllib.request.urlopen(f"http://127.0.0.1:{mon}/connz?state=closed", timeout=5) as r:
-            closed = json.loads(r.read())["connections"]
-        assert [c["reason"] for c in closed if c.get("name") == "silent"] == ["Stale Connection"]
+        got = _read_until_closed(s, 10.0)
     finally:
-        srv.stop()
+        s.close()
+    assert b"PING\r\n" in got and b"-ERR 'Stale Connection'\r\n" in got
+    v = _varz(mon)
+    for _ in range(50):  # the close is accounted right after the -ERR is written
+        if v["stale_connections"]:
+            break
+        time.sleep(0.05)
+        v = _varz(mon)
+    assert v["stale_connections"] == 1
+    assert v["stale_connection_stats"] == {"clients": 1, "routes": 0, "gateways": 0, "leafs": 0}
+    with urllib.request.urlopen(f"http://127.0.0.1:{mon}/connz?state=closed", timeout=5) as r:
+        closed = json.loads(r.read())["connections"]
+    assert [c["reason"] for c in closed if c.get("name") == "silent"] == ["Stale Connection"]

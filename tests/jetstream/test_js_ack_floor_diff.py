@@ -16,7 +16,7 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import case_stream, differing, replies_of_both
+from tests.support.jsutil import ANCHOR, case_stream, differing, replies_of_both
 
 SEEDS = (1, 2, 3)
 RETENTIONS = ("limits", "workqueue", "interest")
@@ -33,6 +33,7 @@ def _consumers(retention: str) -> list[tuple[str, str | None, int]]:
 async def _scenario(url: str) -> list[Any]:
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await js.add_stream(**ANCHOR)
     out: list[Any] = []
     for seed in SEEDS:
         for retention in RETENTIONS:

@@ -14,7 +14,7 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import case_stream, replies_of_both
+from tests.support.jsutil import ANCHOR, case_stream, replies_of_both
 
 SEEDS = (1, 2, 3, 4, 5, 6)
 
@@ -40,6 +40,7 @@ def _plan(seed: int, discard: str) -> tuple[list[dict[str, Any]], list[tuple[str
 async def _scenario(url: str) -> list[Any]:
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await js.add_stream(**ANCHOR)
     out: list[Any] = []
     for seed, discard in [(s, d) for s in SEEDS for d in ("new", "old")]:
         cfgs, pubs = _plan(seed, discard)

@@ -14,7 +14,7 @@ from typing import Any
 
 import nats
 
-from tests.support.jsutil import case_stream, replies_of_both
+from tests.support.jsutil import ANCHOR, case_stream, replies_of_both
 from tests.support.rawclient import connect_url, hpub, pub, reply_of
 
 HEADERS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
@@ -53,6 +53,7 @@ def _cases(seed: int) -> list[tuple[str, dict[str, str], bytes]]:
 async def _scenario(url: str) -> list[Any]:
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await js.add_stream(**ANCHOR)
     out: list[Any] = []
     for seed in SEEDS:
         for cfg in _streams(seed):
@@ -88,6 +89,7 @@ def _frame(subject: str, reply: bytes, hdrs: dict[str, str], data: bytes) -> byt
 
 async def _pipelined(url: str) -> list[Any]:
     c = await connect_url(url)
+    assert "error" not in await c.request("$JS.API.STREAM.CREATE.ANCHOR", ANCHOR, b"_C.c")
     out: list[Any] = []
     for seed in SEEDS:
         for body in _streams(seed):

@@ -18,7 +18,7 @@ from typing import Any
 import nats
 from nats.js.errors import NotFoundError
 
-from tests.support.jsutil import case_stream, differing, replies_of_both
+from tests.support.jsutil import ANCHOR, case_stream, differing, replies_of_both
 
 # (subjects published in order, consumer filter, fetch, indexes of the fetched to ack, purge body)
 CASES: list[tuple[str, str | None, int, list[int], dict[str, Any]]] = [
@@ -86,6 +86,7 @@ async def _settled(js: Any, stream: str, pending: set[int], purged: Any,
 async def _scenario(url: str) -> list[Any]:
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await js.add_stream(**ANCHOR)
     out: list[Any] = []
     for i, (subjects, flt, n, acks, body) in enumerate(CASES):
         name = case_stream("PP", i)
@@ -122,6 +123,7 @@ async def _deletes(url: str) -> list[Any]:
     everything up to it (on an interest stream the messages below go as well)."""
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await js.add_stream(**ANCHOR)
     out: list[Any] = []
     for i, (retention, seq, policy) in enumerate((("limits", 3, "all"), ("limits", 1, "all"), ("interest", 3, "all"),
                                                   ("limits", 3, "explicit"), ("limits", 5, "all"),

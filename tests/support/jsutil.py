@@ -60,6 +60,13 @@ def case_stream(base: str, *case: object) -> str:
     return "_".join([base, *map(str, case)])
 
 
+# A stream a scenario creates first and never deletes. After a stream is deleted nats-server removes the
+# account's streams directory, if empty, on a goroutine of its own (stream.go, stream.stop), and a stream
+# created meanwhile fails with 10049 "error creating store for stream" (mkdir: no such file or directory).
+# A scenario whose loop deletes all its streams keeps this one, so that the directory is never empty.
+ANCHOR: dict[str, Any] = {"name": "ANCHOR", "subjects": ["anchor.never"]}
+
+
 def differing(res: dict[str, list[Any]]) -> list[tuple[Any, Any]]:
     """The (edged, nats-server) pairs of a `replies_of_both` result that differ, position by position
     (results of different lengths raise)."""
