@@ -106,6 +106,14 @@ async def stream_view(js: Any, stream: str) -> dict[str, Any]:
     return {"messages": si.state.messages, "first": si.state.first_seq, "last": si.state.last_seq, "msgs": msgs}
 
 
+async def origin_state(hc: Any, stream: str) -> list[dict[str, Any]]:
+    """What the hub reports of a stream's mirror or sources (its STREAM.INFO `mirror`/`sources`), without
+    the time since the last contact."""
+    r = json.loads((await hc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=5)).data)
+    infos = [r["mirror"]] if r.get("mirror") else r.get("sources") or []
+    return [{k: v for k, v in i.items() if k != "active"} for i in infos]
+
+
 async def consumer_names(nc: Any, stream: str) -> list[str]:
     r = await nc.request(f"$JS.API.CONSUMER.NAMES.{stream}", b"", timeout=5)
     return json.loads(r.data)["consumers"]
@@ -150,6 +158,7 @@ async def basic(place: Place) -> dict[str, Any]:
         for name, n in (("MIR", 10), ("SRC", 10), ("SRCF", 5)):
             await wait_count(hjs, name, n)
             out[name] = await stream_view(hjs, name)
+            out[f"{name} state"] = await origin_state(hc, name)
         # a hub client pulls from an edge durable through the edge's domain, and acks
         await ejs.add_consumer("ESTREAM", durable_name="D", ack_policy="explicit", filter_subject="e.two.>")
         hej = hc.jetstream(domain="edge")
@@ -225,7 +234,8 @@ def test_hub_mirrors_and_sources_an_edge_stream(places: dict[str, Place]) -> Non
     res = on_both(places, basic)
     ref = res["nats-server"]
     assert ref["MIR"]["messages"] == 10 and ref["SRCF"]["messages"] == 5
-    for key in ("MIR", "SRC", "SRCF", "pulled", "consumer", "edge consumers"):
+    for key in ("MIR", "SRC", "SRCF", "MIR state", "SRC state", "SRCF state", "pulled", "consumer",
+                "edge consumers"):
         assert res["edged"][key] == ref[key], key
 
 
@@ -475,3 +485,32 @@ def test_drain_waits_for_a_slow_link(start_hub: Callable[..., Hub]) -> None:
                 await hc.close()
 
     run(main())
+
+
+async def missing_origin(place: Place) -> dict[str, Any]:
+    """A hub mirror and source of an edge stream that does not exist: what the hub reports."""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    try:
+        await edge_domain_up(hc)
+        hjs = hc.jetstream()
+        ext = ExternalStream(api=EDGE_API)
+        await hjs.add_stream(StreamConfig(name="MIR", mirror=StreamSource(name="NOPE", external=ext)))
+        await hjs.add_stream(StreamConfig(name="SRC", sources=[StreamSource(name="NOPE", external=ext)]))
+        out: dict[str, Any] = {}
+        for _ in range(50):
+            out = {s: await origin_state(hc, s) for s in ("MIR", "SRC")}
+            if all(st and st[0].get("error") for st in out.values()):
+                break
+            await asyncio.sleep(0.1)
+        return out
+    finally:
+        await hc.close()
+
+
+def test_hub_mirror_of_a_missing_edge_stream(places: dict[str, Place]) -> None:
+    """Bad input: a hub mirror and source of an edge stream nobody has get nats-server's answer (10059),
+    which the hub reports in its stream info, as with a nats-server leaf."""
+    res = on_both(places, missing_origin)
+    err = res["nats-server"]["MIR"][0]["error"]
+    assert err["err_code"] == 10059, res
+    assert res["edged"] == res["nats-server"]
