@@ -514,3 +514,44 @@ def test_hub_mirror_of_a_missing_edge_stream(places: dict[str, Place]) -> None:
     err = res["nats-server"]["MIR"][0]["error"]
     assert err["err_code"] == 10059, res
     assert res["edged"] == res["nats-server"]
+
+
+async def kv_over_link(place: Place) -> dict[str, Any]:
+    """A key-value bucket written at the edge and read by a hub client through the edge's domain: gets,
+    history, and a watcher (an ordered push consumer delivering over the link under each key's own
+    subject). (nats-py's KV puts go to `$KV.<bucket>` even with a domain, so the edge writes.)"""
+    hc = await nats.connect(f"nats://app:app@127.0.0.1:{place.hub.port}")
+    ec = await nats.connect(place.leaf.url)
+    try:
+        await edge_domain_up(hc)
+        ekv = await ec.jetstream().create_key_value(bucket="CFG", history=5)
+        for i in range(3):
+            await ekv.put("mode", b"m%d" % i)
+        await ekv.put("rate", b"10")
+        kv = await hc.jetstream(domain="edge").key_value("CFG")
+        out: dict[str, Any] = {"get": (await kv.get("mode")).value}
+        out["history"] = [(e.key, e.value, e.revision) for e in await kv.history("mode")]
+        w = await kv.watchall()
+        seen = []
+        for _ in range(20):
+            e = await w.updates(timeout=5)
+            if e is None:
+                break
+            seen.append((e.key, e.value, e.revision, e.delta))
+        await ekv.put("rate", b"20")
+        e = await w.updates(timeout=5)
+        seen.append((e.key, e.value, e.revision))
+        await w.stop()
+        out["watch"] = seen
+        return out
+    finally:
+        await ec.close()
+        await hc.close()
+
+
+def test_hub_client_uses_an_edge_kv_bucket(places: dict[str, Place]) -> None:
+    """A KV bucket of the edge's domain from the hub: a watcher and an ordered consumer get each entry
+    under its key's subject, as from a nats-server leaf."""
+    res = on_both(places, kv_over_link)
+    assert res["nats-server"]["watch"][-1][:2] == ("rate", b"20"), res["nats-server"]
+    assert res["edged"] == res["nats-server"]
