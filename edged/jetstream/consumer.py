@@ -158,11 +158,13 @@ class Consumer:
         self.name = name
         self.config = config
         self.created = created
-        # `direct`: a consumer another server's mirror or source made (nats-server keeps these out of its
-        # store, its stream's consumer count and its consumer listings)
+        # `direct`: a consumer another server's mirror or source made (kept out of the stream's consumer
+        # count and the consumer listings, as nats-server does). Unlike nats-server, edged stores it like
+        # any other: after a restart (kill -9 included) it goes on where it stopped, with contiguous
+        # consumer sequences, to the hub's mirror that still listens, instead of that mirror waiting for
+        # its 10 s stall check to ask again; one nobody listens to goes after its inactive threshold.
         self.direct = bool(config.get("direct"))
-        self.persist = (durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
-                        and not self.direct)
+        self.persist = durable_store and not config.get("mem_storage") and stream.config["storage"] == "file"
         self.ic = stream.jsa.internal
         self.loop = asyncio.get_event_loop()
         self.closed = False
