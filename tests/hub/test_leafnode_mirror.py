@@ -146,7 +146,9 @@ def test_mirror_and_sources_from_hub_same_as_nats_server_leaf(
                 agg = {"name": "agg", "sources": [
                     {"name": "commands", "external": {"api": "$JS.hub.API", "deliver": ""},
                      "subject_transforms": [{"src": "cmd.*", "dest": "hub.cmd.{{wildcard(1)}}"}]},
-                    {"name": "alerts", "external": {"api": "$JS.hub.API", "deliver": ""}, "filter_subject": "alert.>"}]}
+                    # a delivery prefix, as across accounts: deliveries come on `<prefix>.S.<token>`
+                    {"name": "alerts", "external": {"api": "$JS.hub.API", "deliver": "dlv.leaf"},
+                     "filter_subject": "alert.>"}]}
                 r = await _req(lc, "$JS.API.STREAM.CREATE.agg", agg)
                 out.append(("agg created", r.get("error"), r.get("config", {}).get("sources")))
                 try:
