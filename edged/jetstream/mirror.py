@@ -68,9 +68,10 @@ def _strip(hdr: bytes | None, source_hdr: bool) -> bytes:
     nothing but the first line would be left."""
     if not hdr:
         return b""
-    drop = _DROP_SOURCE if source_hdr else _DROP
-    if not any(p in hdr for p in drop):
+    if b"Nats-Expected-" not in hdr and b"Nats-Batch-" not in hdr and not (
+            source_hdr and b"Nats-Stream-Source:" in hdr):
         return hdr
+    drop = _DROP_SOURCE if source_hdr else _DROP
     lines = hdr.split(b"\r\n")
     kept = [ln for i, ln in enumerate(lines) if i == 0 or not ln.startswith(drop)]
     out = b"\r\n".join(kept)

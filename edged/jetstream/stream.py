@@ -708,7 +708,7 @@ class Stream:
         self._check_room(size)
         if self.discard_new:
             self._discard_new(subject, size, False)
-        if seq:
+        if seq > store.last_seq + 1:
             store.skip_to(seq)
         try:
             seq, ts, _ = store.append(subject, hdr, payload, ts, 0, size)
