@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.goformat import parse_rfc3339, rfc3339ns
-from edged.headers import get_header, make_headers, parse_headers
+from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
 from edged.log import log
@@ -52,7 +52,9 @@ EARLY_MAX = 10_000  # deliveries kept while the create response is on its way  #
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
-_STRIP = ("nats-expected-", "nats-batch-")
+_DROP = (b"Nats-Expected-", b"Nats-Batch-")
+_DROP_SOURCE = (*_DROP, b"Nats-Stream-Source:")
+_EMPTY_HDR = b"NATS/1.0\r\n\r\n"
 
 
 def _token(n: int = 8) -> str:
@@ -60,20 +62,20 @@ def _token(n: int = 8) -> str:
 
 
 def _strip(hdr: bytes | None, source_hdr: bool) -> bytes:
-    """The origin's headers without the ones nats-server drops when it mirrors or sources a message:
-    expectations and batch markers (they were checked at the origin), and, for a source, an earlier
-    `Nats-Stream-Source`."""
+    """The origin's headers without the lines nats-server drops when it mirrors or sources a message
+    (removeHeaderIfPrefixPresent: case-sensitive, the rest kept byte for byte): expectations and batch
+    markers, checked at the origin already, and for a source an earlier `Nats-Stream-Source`. b"" when
+    nothing but the first line would be left."""
     if not hdr:
         return b""
-    low = hdr.lower()
-    if b"nats-expected-" not in low and b"nats-batch-" not in low and not (source_hdr and b"nats-stream-source" in low):
+    if b"Nats-Expected-" not in hdr and b"Nats-Batch-" not in hdr and not (
+            source_hdr and b"Nats-Stream-Source:" in hdr):
         return hdr
-    status, desc, h = parse_headers(hdr)
-    items = [(k, v) for k, vs in h.items() for v in vs
-             if not k.lower().startswith(_STRIP) and not (source_hdr and k.lower() == "nats-stream-source")]
-    if not items and not status:
-        return b""
-    return make_headers(items, status, desc)
+    drop = _DROP_SOURCE if source_hdr else _DROP
+    lines = hdr.split(b"\r\n")
+    kept = [ln for i, ln in enumerate(lines) if i == 0 or not ln.startswith(drop)]
+    out = b"\r\n".join(kept)
+    return b"" if len(out) <= len(_EMPTY_HDR) and out.startswith(b"NATS/1.0\r\n") else out
 
 
 def parse_ack_reply(reply: str) -> tuple[str, int, int, int, int, int] | None:

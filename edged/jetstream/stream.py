@@ -708,7 +708,7 @@ class Stream:
         self._check_room(size)
         if self.discard_new:
             self._discard_new(subject, size, False)
-        if seq:
+        if seq > store.last_seq + 1:
             store.skip_to(seq)
         try:
             seq, ts, _ = store.append(subject, hdr, payload, ts, 0, size)
@@ -728,6 +728,12 @@ class Stream:
                 removed += store.trim_bytes(self.max_bytes)
         if removed:
             self.notify_removed(seqs=[m.seq for m in trimmed])
+        if b"Nats-Rollup" in hdr and self.allow_rollup and not self.config.get("deny_purge"):
+            # the origin's rollup (a KV purge) rolls up here too; without the permission it is only kept
+            rollup = (get_header(hdr, "Nats-Rollup") or "").lower()
+            if rollup in ("sub", "all"):
+                target = subject if rollup == "sub" else None
+                self.purged(target, self.purge_store(target, keep=1)[1])
         for c in self.consumers.values():
             c.on_msg(seq, subject)
         if self.republish is not None:

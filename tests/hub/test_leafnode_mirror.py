@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nats
+import nats.js.errors
 import pytest
 
 from tests.support.aio import run
@@ -72,6 +73,11 @@ async def _linked(nc: Any) -> bool:
     """The leaf reaches the hub's JetStream."""
     r = await _req(nc, "$JS.hub.API.INFO", {}, timeout=1)
     return "error" not in r
+
+
+async def _last(nc: Any, stream: str, seq: int) -> dict[str, Any] | None:
+    info = await _req(nc, f"$JS.API.STREAM.INFO.{stream}", {}, timeout=1)
+    return info if info.get("state", {}).get("last_seq", -1) >= seq else None
 
 
 async def _count(nc: Any, stream: str, n: int) -> dict[str, Any] | None:
@@ -146,7 +152,9 @@ def test_mirror_and_sources_from_hub_same_as_nats_server_leaf(
                 agg = {"name": "agg", "sources": [
                     {"name": "commands", "external": {"api": "$JS.hub.API", "deliver": ""},
                      "subject_transforms": [{"src": "cmd.*", "dest": "hub.cmd.{{wildcard(1)}}"}]},
-                    {"name": "alerts", "external": {"api": "$JS.hub.API", "deliver": ""}, "filter_subject": "alert.>"}]}
+                    # a delivery prefix, as across accounts: deliveries come on `<prefix>.S.<token>`
+                    {"name": "alerts", "external": {"api": "$JS.hub.API", "deliver": "dlv.leaf"},
+                     "filter_subject": "alert.>"}]}
                 r = await _req(lc, "$JS.API.STREAM.CREATE.agg", agg)
                 out.append(("agg created", r.get("error"), r.get("config", {}).get("sources")))
                 try:
@@ -291,19 +299,26 @@ def test_kv_mirror_read_while_hub_down(start_hub: Callable[..., Hub],
         await kv.put("rate", b"10")
         await kv.put("rate", b"20")
         await kv.put("mode", b"eco")
+        await kv.put("old", b"1")
+        await kv.put("old", b"2")
+        await kv.purge("old")  # a rollup: the mirror rolls up too
         await _wait(lambda: _linked(lc), 15, "leaf linked")
         r = await _req(lc, "$JS.API.STREAM.CREATE.KV_cfg", {
             "name": "KV_cfg", "max_msgs_per_subject": 2, "allow_rollup_hdrs": True, "deny_delete": True,
             "mirror_direct": True,
             "mirror": {"name": "KV_cfg", "external": {"api": "$JS.hub.API", "deliver": ""}}})
         assert "error" not in r, r
-        await _wait(lambda: _count(lc, "KV_cfg", 3), 10, "bucket mirrored")
+        await _wait(lambda: _last(lc, "KV_cfg", 6), 10, "bucket mirrored")
         await hc.close()
         hub.stop()
         ekv = await lc.jetstream().key_value("cfg")
         assert (await ekv.get("rate")).value == b"20"
         assert (await ekv.get("mode")).value == b"eco"
         assert sorted(await ekv.keys()) == ["mode", "rate"]
+        with pytest.raises(nats.js.errors.KeyNotFoundError):
+            await ekv.get("old")
+        info = await _req(lc, "$JS.API.STREAM.INFO.KV_cfg", {"subjects_filter": "$KV.cfg.old"})
+        assert info["state"]["subjects"] == {"$KV.cfg.old": 1} and info["state"]["messages"] == 4, info["state"]
         info = await _req(lc, "$JS.API.STREAM.INFO.KV_cfg", {})
         assert info["mirror"]["name"] == "KV_cfg" and info["config"]["mirror_direct"] is True
         # mirror_direct: the mirror answers direct gets for its origin's name

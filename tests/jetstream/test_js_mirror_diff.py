@@ -103,6 +103,13 @@ def test_mirror_and_sources_same_as_nats_server() -> None:
                 out.append("publish into a mirror answered")
             except Exception as e:
                 out.append(("publish into a mirror", type(e).__name__))
+            # a filtered mirror with transforms: the origin's sequences, what it does not take left as gaps
+            r = await _req(nc, "$JS.API.STREAM.CREATE.MIRT", {"name": "MIRT", "mirror": {
+                "name": "ORIGIN", "subject_transforms": [{"src": "o.1", "dest": "m.one"}, {"src": "o.9", "dest": ""}]}})
+            out.append(("filtered mirror config", _cfg(r)))
+            info = await _until_msgs(nc, "MIRT", 4)
+            out.append(("filtered mirror", _state(info), _sync_info(info.get("mirror"))))
+            out.append(("filtered mirror msgs", await _msgs(nc, "MIRT", info["state"]["last_seq"])))
             src_cfg = {"name": "AGG", "subjects": ["agg.>"], "sources": [
                 {"name": "ORIGIN", "subject_transforms": [{"src": "o.0", "dest": "agg.zero"},
                                                            {"src": "o.1", "dest": "agg.one"}]},
@@ -287,3 +294,26 @@ def test_mirror_front_sources_update_and_dedupe_same_as_nats_server() -> None:
     res = replies_of_both(scenario, "mirror-more-")
     for a, b in zip(res["edged"], res["nats-server"], strict=True):
         assert a == b, f"\n{a}\n!=\n{b}"
+
+
+def test_durable_sourcing_consumer_is_refused_clearly(start_server: Any) -> None:
+    """nats-server 2.14+'s durable sourcing consumers (`consumer` in a mirror or source) are not supported:
+    refused with a config error that says so, and nothing is created."""
+    import tempfile
+
+    import nats
+    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="mir-dur-")])
+
+    async def main() -> None:
+        nc = await nats.connect(p.url)
+        try:
+            for cfg in ({"name": "M", "mirror": {"name": "O", "consumer": {"name": "c", "deliver_subject": "d"}}},
+                        {"name": "M", "sources": [{"name": "O", "consumer": {"name": "c", "deliver_subject": "d"}}]}):
+                r = await _req(nc, "$JS.API.STREAM.CREATE.M", cfg)
+                assert r["error"]["err_code"] == 10052 and "not supported by edged" in r["error"]["description"], r
+            r = await _req(nc, "$JS.API.STREAM.INFO.M", {})
+            assert r["error"]["err_code"] == 10059
+        finally:
+            await nc.close()
+
+    run(main())

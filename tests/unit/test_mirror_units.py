@@ -40,6 +40,9 @@ def test_headers_dropped_when_mirrored_or_sourced() -> None:
     assert _strip(plain, True) is plain
     assert _strip(b"NATS/1.0\r\nNats-Expected-Stream: S\r\n\r\n", False) == b""
     assert _strip(None, True) == b""
+    # as nats-server: case-sensitive, everything else byte for byte (order, repeats, spacing)
+    odd = b"NATS/1.0\r\nB:2\r\nnats-expected-stream: S\r\nA: 1\r\nB:  3\r\nNats-Batch-Seq: 1\r\n\r\n"
+    assert _strip(odd, False) == b"NATS/1.0\r\nB:2\r\nnats-expected-stream: S\r\nA: 1\r\nB:  3\r\n\r\n"
 
 
 @pytest.mark.anyio
