@@ -334,3 +334,26 @@ def test_duplicate_and_cyclic_imports_are_refused_alike(tmp_path: Path, accounts
     # the same text; the line:col of a duplicate service import differs (nats-server names the end of the list)
     assert ref.returncode != 0 and ref.stderr.split(": ", 2)[2].strip() == reason, ref.stderr
     assert ours.returncode != 0 and ours.stderr.strip().endswith(reason), ours.stderr
+
+
+def test_accountz_lists_imports_and_mappings_alike(start_server: Callable[..., ServerProcess]) -> None:
+    import json as _json
+    import urllib.request
+
+    from tests.support.servers import free_port
+
+    docs = {}
+    for kind in KINDS:
+        srv = start_server(kind, config=CONF, http_port=free_port())
+        docs[kind] = []
+        for acc in ("B", "A", "$G"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{srv.http_port}/accountz?acc={acc}", timeout=5) as r:
+                d = _json.load(r)["account_detail"]
+            # nats-server also lists the system account's imports it adds to every account (edged has none);
+            # service imports come in nats-server's map order
+            docs[kind].append((sorted((i for i in d.get("imports", []) if i["account"] != "$SYS"),
+                                      key=lambda i: (i["type"], i["subject"])), d.get("mappings")))
+    assert docs["edged"] == docs["nats-server"]
+    assert any(i.get("local_subject") == "from_a.pub.>" for i in docs["edged"][0][0])
+    assert docs["edged"][1][1] == {"in.*": [{"subject": "svc.mapped.$1", "weight": 100}]}
+    assert docs["edged"][2][1]["some.a"] == [{"subject": "some.moved", "weight": 40}, {"subject": "some.a", "weight": 100}]
