@@ -334,6 +334,9 @@ class Response(Receiver):
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         if sub.closed:
             return
+        if time.monotonic() - self.ts > self.threshold:  # past the export's response threshold
+            self.links.drop_reply(self.sub.subject)
+            return
         nrr = b""
         if reply:
             if reply.startswith(_JS_ACK):

@@ -27,6 +27,7 @@ accounts {
     exports: [
       {service: "svc.>"}
       {service: "st.req", response_type: stream}
+      {service: "slow.req", response_type: stream, response_threshold: "1s"}
       {service: "one.req"}
       {service: "in.>"}
       {service: "priv.req", accounts: [B]}
@@ -42,6 +43,7 @@ accounts {
       {service: {account: A, subject: "svc.a"}, to: "my.a"}
       {service: {account: A, subject: "svc.w.*"}, to: "w.*"}
       {service: {account: A, subject: "st.req"}}
+      {service: {account: A, subject: "slow.req"}}
       {service: {account: A, subject: "one.req"}}
       {service: {account: A, subject: "priv.req"}}
       {service: {account: A, subject: "in.x"}, to: "via.map"}
@@ -107,6 +109,12 @@ async def services(srv: ServerProcess) -> dict:
             infos.append((sorted(ri), ri.get("acc"), isinstance(ri.get("rtt", 0), int), m.headers.get("X-Mine")))
             await m.respond(b"")
 
+        async def slow(m: Any) -> None:
+            await a.publish(m.reply, b"early")
+            await asyncio.sleep(2.5)  # past the export's response threshold: the route is gone
+            await a.publish(m.reply, b"late")
+
+        await a.subscribe("slow.req", cb=slow)
         await a.subscribe("svc.info", cb=info)
         await a.subscribe("svc.>", cb=echo)
         await a.subscribe("st.req", cb=stream3)
@@ -128,13 +136,15 @@ async def services(srv: ServerProcess) -> dict:
                 out[f"nr {subject}"] = "answered"
             except NoRespondersError:
                 out[f"nr {subject}"] = "no responders"
-        for subject in ("st.req", "one.req"):
+        for subject in ("st.req", "one.req", "slow.req"):
             got: list = []
             inbox = b.new_inbox()
             await _collect(b, inbox, got)
             await b.flush()
             await b.publish(subject, b"", reply=inbox)
             await _settle(b, a)
+            if subject == "slow.req":
+                await asyncio.sleep(3)
             out[f"type {subject}"] = [d for _, d in got]
         # the requester cannot answer itself through the exporter's _R_ subject
         out["exporter responders see _R_"] = out["renamed"].split("|")[1]
@@ -249,6 +259,7 @@ def test_the_expected_flows_happen(start_server: Callable[..., ServerProcess]) -
     assert s["renamed"] == "svc.a|_R_.|x" and s["wildcard"] == "svc.w.k1|_R_.|y"
     assert s["exporter_mapping"] == "svc.mapped.x|_R_.|m" and s["gone"] == "no responders"
     assert s["type st.req"] == ["part0", "part1", "part2"] and s["type one.req"] == ["part0"]
+    assert s["type slow.req"] == ["early"]
     assert s["request info"] == [(["acc", "rtt"], "B", True, "1"), (["acc", "rtt"], "B", True, None)]
     st = run(streams(srv), timeout=60)
     assert ("from_a.pub.x.1", "pub.x.1") in st["b_all"] and ("evt.two.one", "ev.one.two") in st["b_evt"]
