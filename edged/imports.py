@@ -6,8 +6,8 @@ account with none of them pays nothing per message:
 
 - a service import is a `ServiceImport` receiver subscribed in the importer on the import's local subject
   (a leafnode therefore tells the hub about it, as nats-server's leaf smap does); it renames the subject,
-  gives a request a `_R_.` reply tracked by the exporter's `Responses` wildcard receiver, and routes into
-  the exporter, whose mappings apply;
+  adds `Nats-Request-Info`, gives a request a `_R_.` reply (one `Response` subscription each, under the
+  exporter's `_R_.<prefix>.>` interest) and routes into the exporter, whose mappings apply;
 - a stream import is a set of shadow subscriptions: each subscription in the importer that meets an
   import gets one in the exporter (`Shadow`), which hands deliveries to the original with the import's
   subject;
@@ -62,10 +62,6 @@ def _response_type(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ transforms
-
-
-def _wild_count(subject: str) -> int:
-    return sum(1 for t in subject.split(".") if t in ("*", ">"))
 
 
 def _tokenize(dest: str) -> str:
