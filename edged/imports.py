@@ -364,6 +364,7 @@ class ServiceImport(Receiver):
         self.remote = remote
         self.export = export
         self.rt = _response_type(export.response_type)
+        self.share = False
         self.use_pub = not is_literal(remote) and (not local or local == remote)
         self.tr = (SubjectTransform(local, _tokenize(remote))
                    if not is_literal(remote) and local != remote else None)
@@ -413,7 +414,10 @@ class ServiceImport(Receiver):
         if not isinstance(info, dict):
             origin = self.links.account.reading.origin
             rtt = int(getattr(origin, "rtt", 0.0) * 1e9) if origin is not None else 0
-            info = {"acc": name, "rtt": rtt} if rtt > 0 else {"acc": name}
+            if self.share and origin is not None and origin.kind == KIND_CLIENT:
+                info = _client_info(origin, name, rtt)
+            else:
+                info = {"acc": name, "rtt": rtt} if rtt > 0 else {"acc": name}
         line = f"{REQUEST_INFO}: {json.dumps(info, separators=(',', ':'))}\r\n".encode()
         if not hdr:
             return HDR_LINE + b"\r\n" + line + b"\r\n"
@@ -422,6 +426,17 @@ class ServiceImport(Receiver):
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         return None
+
+
+def _client_info(c: Any, acc: str, rtt: int) -> dict[str, Any]:
+    """nats-server's detailed ClientInfo (getClientInfo with `share`), in its field order, empty ones out."""
+    from edged.goformat import rfc3339
+
+    d: dict[str, Any] = {"start": rfc3339(c.start), "host": c.host, "id": c.cid, "acc": acc, "user": c.user,
+                         "name": c.name, "lang": c.lang, "ver": c.version, "rtt": rtt,
+                         "server": c.server.server_name, "kind": c.kind,
+                         "client_type": "websocket" if getattr(c, "websocket", False) else "nats"}
+    return {k: v for k, v in d.items() if v}
 
 
 def _route(acc: Account, subject: str, reply: bytes, hdr: bytes | None, payload: bytes, origin: Any,
@@ -719,4 +734,6 @@ def _add_service_import(accounts: dict[str, Account], confs: dict[str, AccountCo
         log.error("service import %r from account %r is not authorized", sv.subject, sv.account)
         return
     local = sv.to or sv.subject
-    ex_links(acc)._own(local, ServiceImport(ex_links(acc), exp, local, sv.subject, export))
+    si = ServiceImport(ex_links(acc), exp, local, sv.subject, export)
+    si.share = sv.share
+    ex_links(acc)._own(local, si)

@@ -368,3 +368,39 @@ def test_accountz_lists_imports_and_mappings_alike(start_server: Callable[..., S
     assert any(i.get("local_subject") == "from_a.pub.>" for i in docs["edged"][0][0])
     assert docs["edged"][1][1] == {"in.*": [{"subject": "svc.mapped.$1", "weight": 100}]}
     assert docs["edged"][2][1]["some.a"] == [{"subject": "some.moved", "weight": 40}, {"subject": "some.a", "weight": 100}]
+
+
+SHARE = """
+server_name: srv1
+accounts {
+  A: { users: [{user: a, password: a}], exports: [{service: "svc.>"}] }
+  B: { users: [{user: b, password: b}], imports: [{service: {account: A, subject: "svc.a"}, share: true}] }
+}
+"""
+
+
+async def shared_info(srv: ServerProcess) -> dict:
+    a = await nats.connect(f"nats://a:a@127.0.0.1:{srv.port}")
+    b = await nats.connect(f"nats://b:b@127.0.0.1:{srv.port}", name="bee")
+    try:
+        seen: list = []
+
+        async def h(m: Any) -> None:
+            seen.append(json.loads(m.headers["Nats-Request-Info"]))
+            await m.respond(b"")
+        await a.subscribe("svc.a", cb=h)
+        await a.flush()
+        await b.request("svc.a", b"", timeout=2)
+    finally:
+        await a.close()
+        await b.close()
+    ri = seen[0]
+    # times, ids and the RTT differ between two servers; their presence and the rest must not
+    return {"keys": list(ri), **{k: v for k, v in ri.items() if k not in ("start", "id", "rtt")}}
+
+
+def test_a_shared_import_tells_the_exporter_who_asks_like_nats_server(
+        start_server: Callable[..., ServerProcess]) -> None:
+    res = {kind: run(shared_info(start_server(kind, config=SHARE)), timeout=30) for kind in KINDS}
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["acc"] == "B" and res["edged"]["name"] == "bee" and res["edged"]["server"] == "srv1"
