@@ -757,7 +757,8 @@ def _imports(cx: _Ctx, m: Any, key: str) -> tuple[list[StreamImport], list[Servi
             si.append(StreamImport(acc, subj, cx.str_(e, "to") if "to" in e else "",
                                    cx.str_(e, "prefix") if "prefix" in e else ""))
         else:
-            imp = ServiceImport(acc, subj, cx.str_(e, "to") if "to" in e else "")
+            imp = ServiceImport(acc, subj, cx.str_(e, "to") if "to" in e else "",
+                                cx.bool_(e, "share") if "share" in e else False)
             prev = next((x for x in sv if (x.to or x.subject) == (imp.to or imp.subject)), None)
             if prev is not None:
                 cx.errors.append(cx.err(arr, i, f'Duplicate service import subject "{imp.to or imp.subject}", '

@@ -6,8 +6,8 @@ account with none of them pays nothing per message:
 
 - a service import is a `ServiceImport` receiver subscribed in the importer on the import's local subject
   (a leafnode therefore tells the hub about it, as nats-server's leaf smap does); it renames the subject,
-  gives a request a `_R_.` reply tracked by the exporter's `Responses` wildcard receiver, and routes into
-  the exporter, whose mappings apply;
+  adds `Nats-Request-Info`, gives a request a `_R_.` reply (one `Response` subscription each, under the
+  exporter's `_R_.<prefix>.>` interest) and routes into the exporter, whose mappings apply;
 - a stream import is a set of shadow subscriptions: each subscription in the importer that meets an
   import gets one in the exporter (`Shadow`), which hands deliveries to the original with the import's
   subject;
@@ -62,10 +62,6 @@ def _response_type(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ transforms
-
-
-def _wild_count(subject: str) -> int:
-    return sum(1 for t in subject.split(".") if t in ("*", ">"))
 
 
 def _tokenize(dest: str) -> str:
@@ -334,6 +330,9 @@ class Response(Receiver):
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         if sub.closed:
             return
+        if time.monotonic() - self.ts > self.threshold:  # past the export's response threshold
+            self.links.drop_reply(self.sub.subject)
+            return
         nrr = b""
         if reply:
             if reply.startswith(_JS_ACK):
@@ -365,6 +364,7 @@ class ServiceImport(Receiver):
         self.remote = remote
         self.export = export
         self.rt = _response_type(export.response_type)
+        self.share = False
         self.use_pub = not is_literal(remote) and (not local or local == remote)
         self.tr = (SubjectTransform(local, _tokenize(remote))
                    if not is_literal(remote) and local != remote else None)
@@ -414,7 +414,10 @@ class ServiceImport(Receiver):
         if not isinstance(info, dict):
             origin = self.links.account.reading.origin
             rtt = int(getattr(origin, "rtt", 0.0) * 1e9) if origin is not None else 0
-            info = {"acc": name, "rtt": rtt} if rtt > 0 else {"acc": name}
+            if self.share and origin is not None and origin.kind == KIND_CLIENT:
+                info = _client_info(origin, name, rtt)
+            else:
+                info = {"acc": name, "rtt": rtt} if rtt > 0 else {"acc": name}
         line = f"{REQUEST_INFO}: {json.dumps(info, separators=(',', ':'))}\r\n".encode()
         if not hdr:
             return HDR_LINE + b"\r\n" + line + b"\r\n"
@@ -423,6 +426,17 @@ class ServiceImport(Receiver):
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         return None
+
+
+def _client_info(c: Any, acc: str, rtt: int) -> dict[str, Any]:
+    """nats-server's detailed ClientInfo (getClientInfo with `share`), in its field order, empty ones out."""
+    from edged.goformat import rfc3339
+
+    d: dict[str, Any] = {"start": rfc3339(c.start), "host": c.host, "id": c.cid, "acc": acc, "user": c.user,
+                         "name": c.name, "lang": c.lang, "ver": c.version, "rtt": rtt,
+                         "server": c.server.server_name, "kind": c.kind,
+                         "client_type": "websocket" if getattr(c, "websocket", False) else "nats"}
+    return {k: v for k, v in d.items() if v}
 
 
 def _route(acc: Account, subject: str, reply: bytes, hdr: bytes | None, payload: bytes, origin: Any,
@@ -720,4 +734,6 @@ def _add_service_import(accounts: dict[str, Account], confs: dict[str, AccountCo
         log.error("service import %r from account %r is not authorized", sv.subject, sv.account)
         return
     local = sv.to or sv.subject
-    ex_links(acc)._own(local, ServiceImport(ex_links(acc), exp, local, sv.subject, export))
+    si = ServiceImport(ex_links(acc), exp, local, sv.subject, export)
+    si.share = sv.share
+    ex_links(acc)._own(local, si)

@@ -73,6 +73,7 @@ class ServiceImport:
     account: str
     subject: str
     to: str = ""
+    share: bool = False  # the exporter sees who asks in detail (Nats-Request-Info)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from edged import SERVER_VERSION
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
 from edged.goformat import rfc3339, rtt_text, uptime_text
+from edged.imports import StreamImportRule
 from edged.log import log
 from edged.monitor.process import num_cores, state_of
 from edged.monitor.request import MonitorError, parse_bool, parse_int
@@ -660,8 +661,7 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
     imports = []
     for si in cfg.stream_imports:
         imp: dict[str, Any] = {"subject": si.subject, "account": si.account}
-        if si.to:
-            imp["local_subject"] = si.to
+        imp["local_subject"] = StreamImportRule(acc, si).to  # the import's own subject space
         imports.append(imp | {"type": "stream", "invalid": False, "share": False, "tracking": False})
     for sv in cfg.service_imports:
         local = sv.to or sv.subject
@@ -682,11 +682,28 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
         d["exports"] = exports
     if imports:
         d["imports"] = imports
+    mappings = list(cfg.mappings) + (list(server.opts.mappings) if name == "$G" else [])
+    if mappings:
+        d["mappings"] = {m.src: _map_dests(m) for m in mappings}
     if cfg.nkey:
         d["issuer_key"] = cfg.nkey
     d["name_tag"] = name
     d["sublist_stats"] = _public_sublist_stats(_account_stats(acc))
     return d
+
+
+def _map_dests(m: Any) -> list[dict[str, Any]]:
+    """A mapping's destinations as nats-server lists them: by weight, the weights summed up to 100, the
+    source itself taking what the others leave."""
+    dests = sorted(((d.weight, d.subject) for d in m.dests), key=lambda x: x[0])
+    total = sum(w for w, _ in dests)
+    if total < 100 and all(subj != m.src for _, subj in dests):
+        dests = sorted([*dests, (100 - total, m.src)], key=lambda x: x[0])
+    out, cum = [], 0
+    for w, subj in dests:
+        cum += w
+        out.append({"subject": subj, "weight": cum})
+    return out
 
 
 def _msg_bytes(members: list[Any], d: str) -> dict[str, int]:

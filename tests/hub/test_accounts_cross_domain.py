@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.support.aio import run
@@ -34,13 +33,6 @@ leafnodes {
 }
 """ + SEED
 NEXT = "JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"
-
-
-@pytest.fixture(scope="module", params=["2.15"])
-def hub_bin(request: pytest.FixtureRequest) -> str:
-    from tests.support.leaf import hub_binary
-
-    return hub_binary(request.param)
 
 
 async def _hub_js(hub: Hub, fill: bool) -> None:

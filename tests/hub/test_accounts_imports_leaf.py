@@ -11,12 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import nats
-import pytest
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.support.aio import run
-from tests.support.leaf import Hub, hub_binary
+from tests.support.leaf import Hub
 from tests.support.servers import ServerProcess
 
 HUB = """
@@ -55,11 +54,6 @@ accounts {
   }
 }
 """
-
-
-@pytest.fixture(scope="module", params=["2.15"])
-def hub_bin(request: pytest.FixtureRequest) -> str:
-    return hub_binary(request.param)
 
 
 async def _until(fn: Callable[[], Any], tries: int = 100) -> Any:

@@ -27,6 +27,7 @@ accounts {
     exports: [
       {service: "svc.>"}
       {service: "st.req", response_type: stream}
+      {service: "slow.req", response_type: stream, response_threshold: "1s"}
       {service: "one.req"}
       {service: "in.>"}
       {service: "priv.req", accounts: [B]}
@@ -42,6 +43,7 @@ accounts {
       {service: {account: A, subject: "svc.a"}, to: "my.a"}
       {service: {account: A, subject: "svc.w.*"}, to: "w.*"}
       {service: {account: A, subject: "st.req"}}
+      {service: {account: A, subject: "slow.req"}}
       {service: {account: A, subject: "one.req"}}
       {service: {account: A, subject: "priv.req"}}
       {service: {account: A, subject: "in.x"}, to: "via.map"}
@@ -107,6 +109,12 @@ async def services(srv: ServerProcess) -> dict:
             infos.append((sorted(ri), ri.get("acc"), isinstance(ri.get("rtt", 0), int), m.headers.get("X-Mine")))
             await m.respond(b"")
 
+        async def slow(m: Any) -> None:
+            await a.publish(m.reply, b"early")
+            await asyncio.sleep(2.5)  # past the export's response threshold: the route is gone
+            await a.publish(m.reply, b"late")
+
+        await a.subscribe("slow.req", cb=slow)
         await a.subscribe("svc.info", cb=info)
         await a.subscribe("svc.>", cb=echo)
         await a.subscribe("st.req", cb=stream3)
@@ -128,13 +136,15 @@ async def services(srv: ServerProcess) -> dict:
                 out[f"nr {subject}"] = "answered"
             except NoRespondersError:
                 out[f"nr {subject}"] = "no responders"
-        for subject in ("st.req", "one.req"):
+        for subject in ("st.req", "one.req", "slow.req"):
             got: list = []
             inbox = b.new_inbox()
             await _collect(b, inbox, got)
             await b.flush()
             await b.publish(subject, b"", reply=inbox)
             await _settle(b, a)
+            if subject == "slow.req":
+                await asyncio.sleep(3)
             out[f"type {subject}"] = [d for _, d in got]
         # the requester cannot answer itself through the exporter's _R_ subject
         out["exporter responders see _R_"] = out["renamed"].split("|")[1]
@@ -249,6 +259,7 @@ def test_the_expected_flows_happen(start_server: Callable[..., ServerProcess]) -
     assert s["renamed"] == "svc.a|_R_.|x" and s["wildcard"] == "svc.w.k1|_R_.|y"
     assert s["exporter_mapping"] == "svc.mapped.x|_R_.|m" and s["gone"] == "no responders"
     assert s["type st.req"] == ["part0", "part1", "part2"] and s["type one.req"] == ["part0"]
+    assert s["type slow.req"] == ["early"]
     assert s["request info"] == [(["acc", "rtt"], "B", True, "1"), (["acc", "rtt"], "B", True, None)]
     st = run(streams(srv), timeout=60)
     assert ("from_a.pub.x.1", "pub.x.1") in st["b_all"] and ("evt.two.one", "ev.one.two") in st["b_evt"]
@@ -334,3 +345,62 @@ def test_duplicate_and_cyclic_imports_are_refused_alike(tmp_path: Path, accounts
     # the same text; the line:col of a duplicate service import differs (nats-server names the end of the list)
     assert ref.returncode != 0 and ref.stderr.split(": ", 2)[2].strip() == reason, ref.stderr
     assert ours.returncode != 0 and ours.stderr.strip().endswith(reason), ours.stderr
+
+
+def test_accountz_lists_imports_and_mappings_alike(start_server: Callable[..., ServerProcess]) -> None:
+    import json as _json
+    import urllib.request
+
+    from tests.support.servers import free_port
+
+    docs = {}
+    for kind in KINDS:
+        srv = start_server(kind, config=CONF, http_port=free_port())
+        docs[kind] = []
+        for acc in ("B", "A", "$G"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{srv.http_port}/accountz?acc={acc}", timeout=5) as r:
+                d = _json.load(r)["account_detail"]
+            # nats-server also lists the system account's imports it adds to every account (edged has none);
+            # service imports come in nats-server's map order
+            docs[kind].append((sorted((i for i in d.get("imports", []) if i["account"] != "$SYS"),
+                                      key=lambda i: (i["type"], i["subject"])), d.get("mappings")))
+    assert docs["edged"] == docs["nats-server"]
+    assert any(i.get("local_subject") == "from_a.pub.>" for i in docs["edged"][0][0])
+    assert docs["edged"][1][1] == {"in.*": [{"subject": "svc.mapped.$1", "weight": 100}]}
+    assert docs["edged"][2][1]["some.a"] == [{"subject": "some.moved", "weight": 40}, {"subject": "some.a", "weight": 100}]
+
+
+SHARE = """
+server_name: srv1
+accounts {
+  A: { users: [{user: a, password: a}], exports: [{service: "svc.>"}] }
+  B: { users: [{user: b, password: b}], imports: [{service: {account: A, subject: "svc.a"}, share: true}] }
+}
+"""
+
+
+async def shared_info(srv: ServerProcess) -> dict:
+    a = await nats.connect(f"nats://a:a@127.0.0.1:{srv.port}")
+    b = await nats.connect(f"nats://b:b@127.0.0.1:{srv.port}", name="bee")
+    try:
+        seen: list = []
+
+        async def h(m: Any) -> None:
+            seen.append(json.loads(m.headers["Nats-Request-Info"]))
+            await m.respond(b"")
+        await a.subscribe("svc.a", cb=h)
+        await a.flush()
+        await b.request("svc.a", b"", timeout=2)
+    finally:
+        await a.close()
+        await b.close()
+    ri = seen[0]
+    # times, ids and the RTT differ between two servers; their presence and the rest must not
+    return {"keys": list(ri), **{k: v for k, v in ri.items() if k not in ("start", "id", "rtt")}}
+
+
+def test_a_shared_import_tells_the_exporter_who_asks_like_nats_server(
+        start_server: Callable[..., ServerProcess]) -> None:
+    res = {kind: run(shared_info(start_server(kind, config=SHARE)), timeout=30) for kind in KINDS}
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["acc"] == "B" and res["edged"]["name"] == "bee" and res["edged"]["server"] == "srv1"

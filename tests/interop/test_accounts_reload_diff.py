@@ -1,6 +1,7 @@
 """Imports, exports and mappings changed by a config reload (SIGHUP), differential: what the new config
 imports works for connected clients (a subscription made before the reload included), what it no longer
-imports stops, as with nats-server."""
+imports stops, and a reload to an import the exporter does not export is refused and changes nothing, as
+with nats-server."""
 
 from __future__ import annotations
 
@@ -66,6 +67,12 @@ async def scenario(srv: ServerProcess) -> dict:
         await a.flush()
         await asyncio.sleep(0.3)
         out["stream to an older subscription"] = got
+        # a reload to a config that imports what A does not export is refused: nothing changes
+        with open(os.path.join(srv.workdir, "server.conf"), "w") as f:
+            f.write(AFTER.replace('subject: "svc.a"}, to: "my.a"', 'subject: "nope.a"}, to: "my.a"'))
+        srv.signal(signal.SIGHUP)
+        await asyncio.sleep(1.0)
+        out["after a refused reload"] = [await _ask(b, s) for s in ("svc.old", "my.a", "m.in")]
     finally:
         await a.close()
         await b.close()
@@ -78,3 +85,4 @@ def test_reload_applies_new_imports_like_nats_server(start_server: Callable[...,
     assert res["edged"]["before"] == ["svc.old", "no responders", "no responders"]
     assert res["edged"]["after"] == ["no responders", "svc.a", "svc.a"]
     assert res["edged"]["stream to an older subscription"] == ["pub.x"]
+    assert res["edged"]["after a refused reload"] == res["edged"]["after"]
