@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 from pipeline import natsconn
 from pipeline.jsread import read_range, resolve_range, seq_at_time
 from pipeline.options import ReadOptions, split_range
+from pipeline.partitions import SeqRange
 from pipeline.schema import SCHEMA_DDL
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow for Python sources
@@ -24,14 +25,6 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1: Spark caps availableNow
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
-
-
-class SeqRange(InputPartition):
-    """Stream sequences [lo, hi] (empty when lo > hi)."""
-
-    def __init__(self, lo: int, hi: int) -> None:
-        super().__init__((lo, hi))
-        self.lo, self.hi = lo, hi
 
 
 class JetStreamDataSource(DataSource):

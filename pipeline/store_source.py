@@ -18,9 +18,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pipeline.jetstream_source import SeqRange
+from edged.subjects import subject_matches
 from pipeline.jsread import rows_to_batch
 from pipeline.options import PipelineError, StoreOptions, split_range
+from pipeline.partitions import SeqRange
 from pipeline.schema import SCHEMA_DDL
 
 SEQ_BITS = 44  # storage/sqlite.py's layout; read here without importing the daemon
@@ -54,16 +55,6 @@ def stream_row(c: sqlite3.Connection, opts: StoreOptions) -> tuple[int, int, int
     if lo_hi[0] is None:
         return sid, last + 1, last
     return sid, lo_hi[0] - base, max(last, lo_hi[1] - base)
-
-
-def subject_matches(filt: str, subject: str) -> bool:
-    ft, st = filt.split("."), subject.split(".")
-    for i, t in enumerate(ft):
-        if t == ">":
-            return len(st) > i
-        if i >= len(st) or (t != "*" and t != st[i]):
-            return False
-    return len(ft) == len(st)
 
 
 class EdgedStoreDataSource(DataSource):
