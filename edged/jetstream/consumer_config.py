@@ -165,6 +165,11 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
         raise api_error("JSConsumerMaxPendingAckExcessErrF", limit=cl["max_ack_pending"])
     if 0 < int(cl.get("inactive_threshold") or 0) < c.get("inactive_threshold", 0):
         raise api_error("JSConsumerInactiveThresholdExcess", limit=go_duration(int(cl["inactive_threshold"])))
+    if c.get("direct"):  # what another server's mirror or source makes: push, ephemeral
+        if not c.get("deliver_subject"):
+            raise api_error("JSConsumerDirectRequiresPushErr")
+        if c.get("durable_name"):
+            raise api_error("JSConsumerDirectRequiresEphemeralErr")
     flt = c.get("filter_subject") or ""
     if flt and c.get("filter_subjects"):
         raise api_error("JSConsumerDuplicateFilterSubjects")
@@ -249,6 +254,11 @@ def check_update(old: dict[str, Any], new: dict[str, Any], bound: bool) -> None:
         raise refuse("deliver policy can not be updated")
     if bool(old.get("mem_storage")) != bool(new.get("mem_storage")):
         raise refuse("storage type can not be updated")
+    # what a hub's mirror or source made stays that for its whole life (nats-server 2.15)
+    if bool(old.get("direct")) != bool(new.get("direct")):
+        raise refuse("direct can not be updated")
+    if bool(old.get("sourcing")) != bool(new.get("sourcing")):
+        raise refuse("sourcing can not be updated")
     if old.get("opt_start_seq", 0) != new.get("opt_start_seq", 0):
         raise refuse("start sequence can not be updated")
     ot, nt = old.get("opt_start_time"), new.get("opt_start_time")
