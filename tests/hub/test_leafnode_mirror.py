@@ -29,10 +29,13 @@ leafnodes { port: $LEAF_PORT }
 accounts { APP { jetstream: enabled, users: [ {user: leaf, password: s3cret}, {user: app, password: app} ] } }
 """
 
+# ignore_discovered_servers: the hub advertises its own leafnode URL, and a leaf that learned it would
+# reconnect around a cutting proxy (the outage would not happen)
 LEAF_CONF = """
 server_name: leaf1
 jetstream {{ store_dir: "{store}", domain: leaf }}
-leafnodes {{ reconnect: 1s, remotes: [ {{ urls: ["nats://leaf:s3cret@127.0.0.1:{leaf_port}"], account: APP }} ] }}
+leafnodes {{ reconnect: 1s, remotes: [ {{ urls: ["nats://leaf:s3cret@127.0.0.1:{leaf_port}"], account: APP,
+  ignore_discovered_servers: true }} ] }}
 accounts {{ APP {{ jetstream: enabled, users: [ {{user: app, password: app}} ] }} }}
 """
 
@@ -242,6 +245,9 @@ def test_mirror_resyncs_after_outage(outage: str, start_hub: Callable[..., Hub],
             await local.unsubscribe()
             if outage == "link-cut":
                 await _publish_commands(hc, 5, 5)  # the hub keeps taking commands
+                await asyncio.sleep(0.5)
+                held = await _req(lc2, "$JS.API.STREAM.INFO.commands", {})
+                assert held["state"]["messages"] == 5, "the link was not cut"
             if outage in ("hub-stopped", "hub-killed"):
                 hub.stop()  # (closes the log of a killed one)
                 hub.start()
