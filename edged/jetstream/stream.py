@@ -664,14 +664,10 @@ class Stream:
             elif n > 1:
                 removed += store.trim_subject(subject, 1)
                 trimmed = store.last_removed
-        elif self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
-            removed += store.trim_subject(subject, self.max_per)
-            trimmed = store.last_removed
-        if not self.discard_new:
-            if self.max_msgs > 0 and store.msgs > self.max_msgs:
-                removed += store.trim_msgs(self.max_msgs)
-            if self.max_bytes > 0 and store.bytes > self.max_bytes:
-                removed += store.trim_bytes(self.max_bytes)
+        elif self.max_per > 0:
+            removed, trimmed = self._trim_subject(subject)
+        if self.max_msgs > 0 or self.max_bytes > 0:
+            removed += self._trim_totals()
         if removed:
             self.notify_removed(seq=gone, seqs=[m.seq for m in trimmed])
         if rollup:  # the consumers are told even when nothing went, as nats-server tells them
@@ -689,6 +685,25 @@ class Stream:
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+
+    def _trim_subject(self, subject: str) -> tuple[int, list[Any]]:
+        """max_msgs_per_subject after a write: (how many went, which)."""
+        store = self.store
+        if self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
+            return store.trim_subject(subject, self.max_per), store.last_removed
+        return 0, []
+
+    def _trim_totals(self) -> int:
+        """max_msgs and max_bytes after a write (with discard old): how many went."""
+        if self.discard_new:
+            return 0
+        store = self.store
+        removed = 0
+        if self.max_msgs > 0 and store.msgs > self.max_msgs:
+            removed += store.trim_msgs(self.max_msgs)
+        if self.max_bytes > 0 and store.bytes > self.max_bytes:
+            removed += store.trim_bytes(self.max_bytes)
+        return removed
 
     def store_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int = 0, msg_id: str = "") -> None:
         """A message its mirror or source brought (mirror.py): a mirror's at the origin's sequence `seq`
@@ -716,16 +731,8 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         if msg_id and self.dup_window:
             self.dedupe[msg_id] = (seq, ts)
-        removed = 0
-        trimmed: list[Any] = []
-        if self.max_per > 0 and store.subjects.get(subject, 0) > self.max_per:
-            removed += store.trim_subject(subject, self.max_per)
-            trimmed = store.last_removed
-        if not self.discard_new:
-            if self.max_msgs > 0 and store.msgs > self.max_msgs:
-                removed += store.trim_msgs(self.max_msgs)
-            if self.max_bytes > 0 and store.bytes > self.max_bytes:
-                removed += store.trim_bytes(self.max_bytes)
+        removed, trimmed = self._trim_subject(subject)
+        removed += self._trim_totals()
         if removed:
             self.notify_removed(seqs=[m.seq for m in trimmed])
         if b"Nats-Rollup" in hdr and self.allow_rollup and not self.config.get("deny_purge"):

@@ -32,12 +32,6 @@ from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
     OP_INFO,
-    OP_LMSG,
-    OP_LMSGS,
-    OP_LSUB,
-    OP_LUNSUB,
-    OP_PING,
-    OP_PONG,
     LeafParser,
     ls_plus,
 )
@@ -169,47 +163,41 @@ class AcceptedLeafConnection(LeafConnection):
     # -------------------------------------------------------------------------- protocol
 
     def process(self, events: list[tuple]) -> None:
-        for ev in events:
+        for i, ev in enumerate(events):
             if self.closed:
                 return
+            if self.connected:  # the link is up: the rest as on either side of a link
+                super().process(events[i:] if i else events)
+                return
             op = ev[0]
-            if not self.connected:
-                if op == OP_CONNECT:
-                    self._on_connect(ev[1])
-                    continue
-                if op == OP_INFO:  # a compression offer: edged offers none, so there is nothing to agree
-                    continue
-                if op == OP_ERROR:
-                    self.close(f"Parse Error: {ev[1]}")
-                    return
-                self._auth_violation("first protocol was not CONNECT")
-                return
-            if op == OP_LMSGS:
-                self._on_msgs(ev[1], ev[2], ev[3])
-            elif op == OP_LMSG:
-                self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
-            elif op == OP_LSUB:
-                self._on_ls_plus(ev[1], ev[2], ev[3])
-            elif op == OP_LUNSUB:
-                self._on_ls_minus(ev[1], ev[2])
-            elif op == OP_PING:
-                self.send_raw(self.pong_word)
-            elif op == OP_PONG:
-                self._on_pong()
-            elif op == OP_INFO:
-                pass  # nothing a leaf tells its hub later changes the link
-            elif op == OP_ERR:
-                self.error = ev[1]
-                self._log_error(f"Leafnode error from {self.remote_name or 'leaf'}: {ev[1]}")
-            elif op == OP_CONNECT:
-                self.send_raw(b"-ERR 'Unknown Protocol Operation'\r\n")
-                self.close("Protocol Violation")
-                return
-            elif op == OP_ERROR:
-                self._log_error(f"protocol error from leaf: {ev[1]}")
-                self.send_raw(b"-ERR '" + ev[1].encode() + b"'\r\n")
+            if op == OP_CONNECT:
+                self._on_connect(ev[1])
+                continue
+            if op == OP_INFO:  # a compression offer: edged offers none, so there is nothing to agree
+                continue
+            if op == OP_ERROR:
                 self.close(f"Parse Error: {ev[1]}")
                 return
+            self._auth_violation("first protocol was not CONNECT")
+            return
+
+    def _on_control(self, ev: tuple) -> bool:
+        op = ev[0]
+        if op == OP_INFO:
+            pass  # nothing a leaf tells its hub later changes the link
+        elif op == OP_ERR:
+            self.error = ev[1]
+            self._log_error(f"Leafnode error from {self.remote_name or 'leaf'}: {ev[1]}")
+        elif op == OP_CONNECT:
+            self.send_raw(b"-ERR 'Unknown Protocol Operation'\r\n")
+            self.close("Protocol Violation")
+            return False
+        elif op == OP_ERROR:
+            self._log_error(f"protocol error from leaf: {ev[1]}")
+            self.send_raw(b"-ERR '" + ev[1].encode() + b"'\r\n")
+            self.close(f"Parse Error: {ev[1]}")
+            return False
+        return True
 
     def _send_err(self, text: str) -> None:
         self.send_raw(b"-ERR '" + text.encode() + b"'" + CRLF)

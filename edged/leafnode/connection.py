@@ -148,14 +148,21 @@ class LeafConnection(Connection):
                 self.send_raw(self.pong_word)
             elif op == OP_PONG:
                 self._on_pong()
-            elif op == OP_INFO:
-                self._on_info(ev[1])
-            elif op == OP_ERR:
-                self._on_err(ev[1])
-            elif op == OP_ERROR:
-                self._log_error(f"protocol error from hub: {ev[1]}")
-                self.close(f"Parse Error: {ev[1]}")
+            elif not self._on_control(ev):
                 return
+
+    def _on_control(self, ev: tuple) -> bool:
+        """INFO, -ERR and protocol errors: what this side of the link makes of them. False: stop reading."""
+        op = ev[0]
+        if op == OP_INFO:
+            self._on_info(ev[1])
+        elif op == OP_ERR:
+            self._on_err(ev[1])
+        elif op == OP_ERROR:
+            self._log_error(f"protocol error from hub: {ev[1]}")
+            self.close(f"Parse Error: {ev[1]}")
+            return False
+        return True
 
     def _on_info(self, info: dict[str, Any]) -> None:
         if not self.got_info:
