@@ -424,15 +424,7 @@ class ClientConnection(Connection):
             return
         if self.perms is not None and not self._may_deliver(subject, reply):
             return
-        n = len(payloads)
-        sub.delivered += n
-        total, added = P.frame_run(self.out, payloads, P.msg_prefix(subject, sub.sid_b, reply))
-        self.pending += added
-        self.out_msgs += n
-        self.out_bytes += total
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
+        self._queue_run(sub, payloads, P.msg_prefix(subject, sub.sid_b, reply))
 
     def takes_batch(self, sub: Subscription) -> bool:
         return self.perms is None

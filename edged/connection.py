@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edged.log import log
+from edged.protocol import frame_run
 from edged.reads import SlicedReads
 from edged.receiver import KIND_LEAF, Receiver, Subscription
 
@@ -130,6 +131,16 @@ class Connection(SlicedReads, Receiver):
         if not self.flush_queued:
             self.flush_queued = True
             self.server.flush_soon(self)
+
+    def _queue_run(self, sub: Subscription, payloads: list[bytes], prefix: bytes) -> None:
+        """Header-less messages framed as `<prefix><size>` CRLF `<payload>` CRLF each (NATS MSG and leaf
+        LMSG share that shape), equal sizes with one join (`frame_run`), with deliver()'s bookkeeping."""
+        n = len(payloads)
+        sub.delivered += n
+        total, added = frame_run(self.out, payloads, prefix)
+        self.out_msgs += n
+        self.out_bytes += total
+        self.queued(added)
 
     def send_raw(self, data: bytes) -> None:
         if self.closed:

@@ -40,7 +40,7 @@ from edged.leafnode.codec import (
 )
 from edged.leafnode.dialing import LeafURL, sign_nonce
 from edged.log import TRACE, log
-from edged.protocol import CRLF, frame_run
+from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Subscription
 from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
 from edged.tlsconf import client_ssl_context
@@ -564,16 +564,7 @@ class LeafConnection(Connection):
                 self.deliver(sub, subject, reply, None, payload)
             self._forget_last()
             return
-        n = len(payloads)
-        sub.delivered += n
-        prefix = b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject
-        total, added = frame_run(self.out, payloads, prefix)
-        self.pending += added
-        self.out_msgs += n
-        self.out_bytes += total
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
+        self._queue_run(sub, payloads, b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject)
 
     def _merge(self, sub: Subscription) -> None:
         """Another subscription of the same router pass: add its queue group to the written LMSG."""
