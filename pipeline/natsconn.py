@@ -30,6 +30,7 @@ class RawClient(Client):
     def __init__(self) -> None:
         super().__init__()
         self._raw: dict[int, RawHandler] = {}
+        self.errors: list[BaseException] = []  # what the server said (error_cb), for messages
 
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
         h = self._raw.get(sid)
@@ -62,7 +63,7 @@ class RawClient(Client):
 async def connect(conn: Conn) -> RawClient:
     """Connected once, without reconnects: a task that loses its server fails, and Spark retries it."""
     nc = RawClient()
-    errors: list[BaseException] = []
+    errors = nc.errors
 
     async def on_error(e: BaseException) -> None:
         errors.append(e)
@@ -92,7 +93,20 @@ async def connect(conn: Conn) -> RawClient:
         if "authorization" in why.lower() or "authentication" in why.lower():
             raise PipelineError(f"NATS server {where} refused the credentials: {why}") from None
         raise PipelineError(f"NATS connection to {where} failed: {why}") from None
+    if not nc.is_connected:
+        raise closed_error(nc, conn)
     return nc
+
+
+def closed_error(nc: RawClient, conn: Conn) -> PipelineError:
+    """The connection closed under us: the server's own words when it gave any (a refused login over TLS
+    can close before its -ERR is read, then the client just finds itself closed)."""
+    where = ", ".join(conn.servers)
+    why = "; ".join(str(x) for x in nc.errors if str(x))
+    if "authorization" in why.lower():
+        return PipelineError(f"NATS server {where} refused the credentials: {why}")
+    return PipelineError(f"NATS server {where} closed the connection" + (f": {why}" if why else
+                                                                         " (credentials refused?)"))
 
 
 def js_api_prefix(domain: str | None) -> str:
@@ -130,6 +144,8 @@ def run(coro_fn: Callable[[RawClient], Any], conn: Conn) -> Any:
         nc = await connect(conn)
         try:
             return await coro_fn(nc)
+        except (nats.errors.ConnectionClosedError, nats.errors.UnexpectedEOF):
+            raise closed_error(nc, conn) from None
         finally:
             await nc.close()
 

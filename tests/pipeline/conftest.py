@@ -1,7 +1,8 @@
 """The pipeline tests' shared pieces: one local Spark session for the whole run, and real servers.
 
-Spark takes 10-20 s to start and half a GB, so one session serves every test (xdist group "spark":
-one worker runs them all). `local[2,2]`: two task threads, and a failed task is tried once more, as
+Spark takes 10-20 s to start and half a GB, so one session serves every test of an xdist worker
+(with `make test`'s `-n 2`, at most two sessions; pytest-xdist's `loadgroup`, which could keep them
+in one worker, does not group under pytest 9). Each module carries `PIPELINE`, the mark `spark`. `local[2,2]`: two task threads, and a failed task is tried once more, as
 on a cluster, which the sink's retry test needs.
 """
 
@@ -23,13 +24,7 @@ from tests.support.servers import ServerProcess
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra: pip install -e '.[spark]'")
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.spark)
-            item.add_marker(pytest.mark.xdist_group("spark"))
+PIPELINE = [pytest.mark.spark]
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ from typing import Any
 import nats
 import pytest
 
-from tests.pipeline.conftest import raw_publish, reference_read, run, wait_stored
+from tests.pipeline.conftest import PIPELINE, raw_publish, reference_read, run, wait_stored
+
+pytestmark = PIPELINE
 
 
 def _rows(spark: Any, url: str, stream: str, **opts: str) -> list[dict[str, Any]]:

@@ -6,14 +6,27 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nats
 import pyarrow.dataset as ds
+import pytest
 
 from pipeline.jobs import rollup
-from tests.pipeline.conftest import reference_read, run
+from tests.pipeline.conftest import PIPELINE, reference_read, run
+from tests.support.servers import ServerProcess
+
+pytestmark = PIPELINE
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    """The hub's nats-server only: where the job runs (reads from edged are covered by the other modules)."""
+    p = ServerProcess("nats-server", ["-js", "-sd", tempfile.mkdtemp(prefix="pl-")]).start()
+    yield p
+    p.stop()
+
 
 DAY_END = datetime(2026, 1, 1, 23, 58, tzinfo=UTC).timestamp()
 

@@ -10,8 +10,10 @@ from typing import Any
 import nats
 import pytest
 
-from tests.pipeline.conftest import reference_read, run
+from tests.pipeline.conftest import PIPELINE, reference_read, run
 from tests.support.tcpproxy import TCPProxy
+
+pytestmark = PIPELINE
 
 
 def _stream(url: str, name: str, subjects: list[str], **cfg: Any) -> None:

@@ -11,8 +11,10 @@ from typing import Any
 import nats
 import pytest
 
-from tests.pipeline.conftest import raw_publish, run, wait_stored
+from tests.pipeline.conftest import PIPELINE, raw_publish, run, wait_stored
 from tests.support.servers import ServerProcess
+
+pytestmark = PIPELINE
 
 COLS = ["stream", "seq", "subject", "time", "headers", "data"]
 

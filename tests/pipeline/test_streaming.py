@@ -11,7 +11,9 @@ from typing import Any
 import nats
 import pyarrow.parquet as pq
 
-from tests.pipeline.conftest import run
+from tests.pipeline.conftest import PIPELINE, run
+
+pytestmark = PIPELINE
 
 
 def _publish(url: str, stream: str, subjects: list[str], start: int, n: int) -> None:
