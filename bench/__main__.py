@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only core,js,leaf,storage]`: every side-by-side benchmark, one table.
+"""`python -m bench [--quick] [--only core,js,leaf,offline,storage]`: every side-by-side benchmark, one table.
 
 A section module takes part by exposing `run_report(report)` or `run(report)`; one that is missing,
 or has neither, is skipped with a line saying so. A section that fails is reported and the rest still
@@ -29,8 +29,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "jsc": ("bench.js_consume",),
     "leaf": ("bench.leaf",),
     "storage": ("bench.bench_storage",),
+    "offline": ("bench.offline",),
 }
-DEFAULT = ("core", "js", "leaf", "storage")
+DEFAULT = ("core", "js", "leaf", "offline", "storage")
 
 
 def entry(mod: ModuleType) -> Callable[[Report], Any] | None:
