@@ -166,11 +166,14 @@ async def _outage_starts(site: Site, mode: str) -> None:
         await asyncio.to_thread(site.hub.stop)
     else:
         await asyncio.to_thread(site.hub.kill9)
-    if mode == "edged-killed":
-        await site.ec.close()
-        await asyncio.to_thread(site.edge.kill9)
-        await asyncio.to_thread(site.edge.start)
-        await site.connect_edge()
+
+
+async def _edge_killed(site: Site) -> None:
+    """kill -9 of the edge and a start again (its store as the kill left it), still cut off."""
+    await site.ec.close()
+    await asyncio.to_thread(site.edge.kill9)
+    await asyncio.to_thread(site.edge.start)
+    await site.connect_edge()
 
 
 async def _outage_ends(site: Site, mode: str) -> None:
@@ -209,9 +212,14 @@ async def offline(site: Site, mode: str) -> dict[str, Any]:
     await _outage_starts(site, mode)
     if mode in ("link-cut", "edged-killed"):
         await _commands(hc, BEFORE, DURING)  # the hub keeps taking commands
-    out["read during"] = await _device_reads(site.ec, BEFORE - 2)
+    half = DURING // 2
+    out["read during"] = await _device_reads(site.ec, 2)
+    await _telemetry(site.ec, BEFORE, half)
+    if mode == "edged-killed":  # 7: with acks and telemetry taken during the outage
+        await _edge_killed(site)
+    out["read during"] += await _device_reads(site.ec, BEFORE - 4)
     out["nothing more to read"] = await _device_reads(site.ec, 1, tries=1)
-    await _telemetry(site.ec, BEFORE, DURING)
+    await _telemetry(site.ec, BEFORE + half, DURING - half)
     out["local reply"] = await _local_request_reply(site.ec)
     # 6: the link is back
     await _outage_ends(site, mode)
@@ -314,9 +322,10 @@ def test_offline_link_cut(start_hub: Callable[..., Hub], start_server: Callable[
 
 
 def test_offline_edged_killed(start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess]) -> None:
-    """edged killed -9 during a link cut and started again, still cut off: the device reads on from its
-    durable's acked position (none redelivered), telemetry stored before and after the kill reaches the hub
-    once, the mirror is back within 5 s of the link."""
+    """edged killed -9 during a link cut, after the device acked commands and telemetry was stored offline,
+    and started again, still cut off: the device reads on from its durable's acked position (none
+    redelivered), telemetry stored before and after the kill reaches the hub once, in order, the mirror is
+    back within 5 s of the link."""
     res = scenario(start_hub, start_server, "edged-killed")["edged"]
     check(res, "edged")
     assert res["mirror after"] < 5.0, res
