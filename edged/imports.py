@@ -537,6 +537,7 @@ class Shadow(Receiver):
         self.orig = orig
         self.rule = rule
         self.kind = orig.conn.kind
+        self.is_spoke = orig.conn.is_spoke
         self.echo = orig.conn.echo
         self.headers = orig.conn.headers
 

@@ -56,6 +56,9 @@ class Receiver:
     closed: bool = False
     # True when it understands header blocks (delivers them; otherwise headers are dropped by it)
     headers: bool = True
+    # a leafnode link this server solicited: interest learned over it came from a hub and is never
+    # advertised back to a hub (spoke semantics)
+    is_spoke: bool = False
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         raise NotImplementedError
