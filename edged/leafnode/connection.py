@@ -169,7 +169,9 @@ class LeafConnection(Connection):
             self.got_info = True
             self._cancel_timers()
             self.hub_info = info
-            if not info.get("client_id") or "leafnode_urls" not in info:
+            # a leafnode port's first INFO has a client id and either the hub's leafnode URLs or, with
+            # leafnodes { no_advertise } on the hub, none but `info_on_connect` (a client port has neither)
+            if not info.get("client_id") or ("leafnode_urls" not in info and not info.get("info_on_connect")):
                 self.error = "attempted to connect to wrong port"
                 self._log_error(f"Attempted to connect to a non-leafnode port {self.url.hostport}: check the "
                                 "remote URL points at the hub's leafnodes port")
