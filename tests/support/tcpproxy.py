@@ -2,6 +2,7 @@
 
 `cut()` drops every live connection, `block()` makes new ones fail (accepted then closed at once),
 `freeze()` keeps sockets open but stops forwarding (a silent dead link), `unblock()` restores.
+`rate` (bytes per second, each direction of each connection; None = unlimited) makes a slow link.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class TCPProxy:
         self.port = 0
         self.blocked = False
         self.frozen = False
+        self.rate: float | None = None
         self.connections = 0
         self.requests: list[str] = []  # CONNECT request heads seen (http_connect mode)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -158,13 +160,16 @@ class TCPProxy:
     async def _pipe(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         try:
             while True:
-                data = await r.read(65536)
+                rate = self.rate
+                data = await r.read(max(int(rate / 20), 512) if rate else 65536)
                 if not data:
                     break
                 if self.frozen:
                     continue  # swallow: a link that is up but carries nothing
                 w.write(data)
                 await w.drain()
+                if rate:
+                    await asyncio.sleep(len(data) / rate)
         except (ConnectionError, OSError):
             pass
         finally:
