@@ -142,6 +142,8 @@ class TCPProxy:
                     return
             host, _, port = first[1].rpartition(":")
             target = (host.strip("[]"), int(port))
+        if self.rate:
+            _small_buffers(w)  # a slow link's queue is at its sender, not in a big buffer of the proxy's
         try:
             ur, uw = await asyncio.open_connection(*target)
         except OSError:
@@ -149,6 +151,8 @@ class TCPProxy:
                 w.write(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
             w.close()
             return
+        if self.rate:
+            _small_buffers(uw)
         if self.http_connect:
             w.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self._writers.add(w)
@@ -175,3 +179,20 @@ class TCPProxy:
         finally:
             if not w.transport.is_closing():
                 w.transport.close()
+
+
+SLOW_LINK_BUFFER = 32 * 1024
+
+
+def _small_buffers(w: asyncio.StreamWriter) -> None:
+    """Fixed small socket buffers (no autotuning to megabytes) on a rate-limited connection."""
+    sock = w.get_extra_info("socket")
+    if sock is None:
+        return
+    import socket
+
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SLOW_LINK_BUFFER)
+        except OSError:
+            pass
