@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edged.goformat import rfc3339
+from edged.receiver import KIND_LEAF
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -145,6 +146,8 @@ class BacklogTracker:
                     if not c.direct:
                         continue
                     okey = (jsa.account.name, st.name, tuple(c.filters))
+                    if okey not in self.origins and not _via_link(st, c.deliver_subject):
+                        continue  # a mirror or source on this server: not the hub's
                     o = self.origins.get(okey)
                     if o is None:
                         o = self.origins[okey] = _OriginSeen(jsa.account.name, st.name, c.name,
@@ -253,6 +256,16 @@ class BacklogTracker:
                 "drain_seconds": drain_seconds(pending, rate),
             })
         return out
+
+
+def _via_link(stream: Any, deliver_subject: str) -> bool:
+    """Is the consumer's deliver subject wanted over a leafnode (a hub's mirror or source), rather than
+    by a mirror or source of this server?"""
+    if not deliver_subject:
+        return False
+    psubs, qgroups = stream.account.sublist.match(deliver_subject)
+    return any(getattr(s.conn, "kind", "") == KIND_LEAF for s in psubs) or any(
+        getattr(s.conn, "kind", "") == KIND_LEAF for g in qgroups for s in g)
 
 
 _TRACKERS: weakref.WeakKeyDictionary[Server, BacklogTracker] = weakref.WeakKeyDictionary()
