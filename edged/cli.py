@@ -24,7 +24,7 @@ from edged.options import ConfigWarning, Options, TLSConfig
 SIGNALS = {"stop": signal.SIGKILL, "quit": signal.SIGINT, "term": signal.SIGTERM, "reopen": signal.SIGUSR1,
            "reload": signal.SIGHUP, "ldm": signal.SIGUSR2}
 
-COMMANDS = ("run", "check", "version", "help")
+COMMANDS = ("run", "check", "status", "version", "help")
 
 # each command's usage line and description (`edged COMMAND -h`, `edged help COMMAND`); "" is edged's own
 _COMMAND_HELP = {
@@ -33,6 +33,7 @@ _COMMAND_HELP = {
          "commands:\n"
          "  run        run the server (the default: `edged -c FILE` is `edged run -c FILE`)\n"
          "  check      check a configuration file and exit (as nats-server -t)\n"
+         "  status     show a running edged's links and backlogs (mirrors, sources, hub consumers)\n"
          "  version    print the version and exit\n"
          "  help       show this help, or a command's: edged help COMMAND (or edged COMMAND -h)"),
     "run": ("edged run [flags]   (also: edged [flags])",
@@ -45,6 +46,12 @@ _COMMAND_HELP = {
               "then exit: `configuration file FILE is valid` and status 0, or every error as "
               "file:line:col and status 1. Settings edged reads but does not act on are listed as "
               "warnings."),
+    "status": ("edged status [-s URL | -m PORT] [--json]",
+               "Show a running edged's backlog, read from its monitoring port: each leafnode remote "
+               "(connected, since when, RTT, last error), each mirror and source (messages and bytes behind, "
+               "age of the oldest message not yet taken, last contact, rate, estimated time to drain) and each "
+               "consumer a hub created on edged's streams (what the hub still has to take). --json prints the "
+               "same figures for scripts. Exit status 1, with one line, when the port does not answer."),
     "version": ("edged version", "Print edged's version and the nats-server version it is compatible with."),
     "help": ("edged help [command]", "Show edged's help, or one command's."),
 }
@@ -126,6 +133,10 @@ def _gobool(s: str) -> bool:
 def _parser(command: str = "") -> argparse.ArgumentParser:
     """The flags, with `command`'s usage and description; `version` and `help` take no flags."""
     usage, description = _COMMAND_HELP[command]
+    if command == "status":
+        from edged.status import parser
+
+        return parser(usage, description, _Help, _Parser)
     p = _Parser(prog=f"edged {command}".strip(), add_help=False, allow_abbrev=False, formatter_class=_Help,
                 usage=usage, description=description)
     if command in ("version", "help"):
@@ -351,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     if command == "help":
         _parser(ns.topic or "").print_help()
         return 0
+    if command == "status":
+        from edged.status import run
+
+        return run(ns)
     if command == "version" or ns.version:
         print(_version())
         return 0

@@ -119,6 +119,7 @@ class SourceSync:
         self.sseq = 0
         self.lag = 0
         self.last_ns = 0  # last contact (message or heartbeat), for `active`
+        self.taken_ts = 0  # origin timestamp of the last message taken (edged status: age of the backlog)
         self.heard = 0.0  # the same on the monotonic clock, for the health check
         self.err: dict[str, Any] | None = None
         self.ident = ""
@@ -367,6 +368,7 @@ class SourceSync:
             return  # an earlier consumer's, or a redelivery
         self.heard = time.monotonic()
         self.last_ns = time.time_ns()
+        self.taken_ts = ts
         if self.mirror:
             self._mirror_msg(subject, hdr, payload, sseq, dseq, ts, pending)
         else:

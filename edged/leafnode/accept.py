@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from edged.leafnode.codec import (
     ls_plus,
 )
 from edged.leafnode.connection import LeafConnection
+from edged.leafnode.pacing import tune_link_socket
 from edged.listener import Listener
 from edged.log import TRACE, log
 from edged.protocol import CRLF
@@ -120,12 +120,7 @@ class AcceptedLeafConnection(LeafConnection):
     # -------------------------------------------------------------------------- asyncio callbacks
 
     def _connected(self, transport: Any) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        tune_link_socket(transport)
         log.debug("%s:%d - lid:%d - Leafnode connection accepted", self.host, self.port, self.cid)
         self.acceptor.pending.add(self)
         self.send_raw(b"INFO " + _json(self.acceptor.info(self)) + b" " + CRLF)

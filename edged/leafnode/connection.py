@@ -10,7 +10,6 @@ comes back (see edged/jetstream/domain.py).
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from edged.leafnode.codec import (
     msg_head,
 )
 from edged.leafnode.dialing import LeafURL, sign_nonce
+from edged.leafnode.pacing import tune_link_socket
 from edged.log import TRACE, log
 from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Subscription
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 # output (queued and in the transport) past which bulk producers wait (Receiver.backlogged): a JetStream
 # drain to the hub keeps at most this much ahead of the link's own PINGs, PONGs, LS+/LS- and core messages
-BACKLOG_BYTES = 512 * 1024
+BACKLOG_BYTES = 128 * 1024
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
@@ -115,12 +115,7 @@ class LeafConnection(Connection):
     # -------------------------------------------------------------------------- asyncio callbacks
 
     def _connected(self, transport: Any) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        tune_link_socket(transport)
         self._later(self.link.remote.first_info_timeout or 1.0, self._first_info_timeout)
 
     def _lost_reason(self, exc: Exception | None) -> str:

@@ -18,6 +18,7 @@ from edged.accounts import GLOBAL_ACCOUNT, InternalClient
 from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.imports import StreamImportRule
 from edged.log import log
+from edged.monitor.backlog import backlog
 from edged.monitor.process import num_cores, state_of
 from edged.monitor.request import MonitorError, parse_bool, parse_int
 from edged.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
@@ -790,12 +791,15 @@ def jsz(server: Server, o: JszOptions | None = None) -> dict[str, Any]:
     o = o or JszOptions()
     js = server.jetstream
     head = {"server_id": server.server_id, "now": rfc3339(time.time())}
+    # edged's own figures (mirror/source lag, what a hub still has to take, the links) under their own key
+    # (only where there is something to show: no JetStream and no leafnode remotes is nats-server's document)
+    mine = {"edged_backlog": backlog(server)} if js is not None or server.leafnodes is not None else {}
     if js is not None:
-        return _empty_js_stats() | dict(js.jsz(o)) | head
+        return _empty_js_stats() | dict(js.jsz(o)) | head | mine
     return _empty_js_stats() | head | {
         "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
         "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0,
-    }
+    } | mine
 
 
 def routez(server: Server) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION, __version__
 from edged.log import log
+from edged.monitor.backlog import tracker_of
 from edged.monitor.documents import (
     ConnzOptions,
     HealthzOptions,
@@ -103,8 +104,10 @@ class MonitorServer:
         )
         self.port = self._srv.sockets[0].getsockname()[1]
         log.info("Starting http monitor on %s:%d", self.host, self.port)
+        tracker_of(self.server).start()  # rates need history: sampled from now on, not on first request
 
     async def stop(self) -> None:
+        tracker_of(self.server).stop()
         srv, self._srv = self._srv, None
         if srv is not None:
             srv.close()

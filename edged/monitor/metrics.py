@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION, __version__
+from edged.goformat import parse_rfc3339
+from edged.monitor.backlog import backlog, finite
 from edged.monitor.documents import accstatz, healthz, jsz, sublist_stats, varz
 from edged.monitor.process import state_of
 
@@ -112,4 +114,54 @@ def metrics(server: Server) -> str:
         m.one("edged_jetstream_api_requests_total", "counter", "JetStream API requests.", api.get("total", 0))
         m.one("edged_jetstream_api_errors_total", "counter", "JetStream API requests that failed.",
               api.get("errors", 0))
+    if js_on or server.leafnodes is not None:
+        _backlog(m, backlog(server))
     return m.text()
+
+
+def _backlog(m: _Metrics, b: dict[str, Any]) -> None:
+    """edged's own figures (/jsz `edged_backlog`): the links, each mirror/source, each hub consumer here.
+    An unknown figure (no rate yet, nothing moving) is NaN."""
+    rem = b.get("leaf_remotes") or []
+    rl = [{"account": r["account"], "urls": ",".join(r["urls"])} for r in rem]
+    m.add("edged_leaf_remote_connected", "gauge", "1 while the leafnode remote is connected.",
+          [(lab, 1 if r["connected"] else 0) for lab, r in zip(rl, rem, strict=True)])
+    m.add("edged_leaf_remote_rtt_seconds", "gauge", "Last measured round trip time of the leafnode link.",
+          [(lab, finite(r["rtt_seconds"])) for lab, r in zip(rl, rem, strict=True)])
+    m.add("edged_leaf_remote_state_since_seconds", "gauge",
+          "Unix time the remote got connected (or was first seen down, while it is down).",
+          [(lab, _unix(r["since"])) for lab, r in zip(rl, rem, strict=True)])
+    syncs = b.get("syncs") or []
+    sl = [{"account": s["account"], "stream": s["stream"], "kind": s["kind"], "source": s["origin"]} for s in syncs]
+    for name, key, help_ in (
+        ("edged_sync_behind_messages", "msgs_behind", "Messages the origin still holds for this mirror/source."),
+        ("edged_sync_behind_bytes", "bytes_behind", "Estimated bytes of those messages (stream mean size)."),
+        ("edged_sync_oldest_age_seconds", "oldest_age_seconds", "Age of the oldest message not yet taken."),
+        ("edged_sync_last_contact_age_seconds", "last_contact_seconds",
+         "Seconds since the origin was last heard (message or heartbeat)."),
+        ("edged_sync_rate_messages_per_second", "rate_msgs_per_second", "Recent rate messages are taken at."),
+        ("edged_sync_drain_seconds", "drain_seconds", "Estimated seconds to take what is behind at that rate."),
+    ):
+        m.add(name, "gauge", help_, [(lab, finite(s[key])) for lab, s in zip(sl, syncs, strict=True)])
+    m.add("edged_sync_active", "gauge", "1 while the mirror/source has a live origin consumer.",
+          [(lab, 1 if s["syncing"] else 0) for lab, s in zip(sl, syncs, strict=True)])
+    org = b.get("origin_consumers") or []
+    ol = [{"account": o["account"], "stream": o["stream"], "filter": ",".join(o["filters"]) or ">"} for o in org]
+    for name, key, help_ in (
+        ("edged_origin_pending_messages", "pending_msgs", "Messages a hub's mirror/source still has to take."),
+        ("edged_origin_pending_bytes", "pending_bytes", "Estimated bytes of those messages (stream mean size)."),
+        ("edged_origin_rate_messages_per_second", "rate_msgs_per_second", "Recent rate the hub takes them at."),
+        ("edged_origin_drain_seconds", "drain_seconds", "Estimated seconds until the hub has them all."),
+    ):
+        m.add(name, "gauge", help_, [(lab, finite(o[key])) for lab, o in zip(ol, org, strict=True)])
+    m.add("edged_origin_last_delivery_seconds", "gauge", "Unix time of the last delivery to the hub.",
+          [(lab, _unix(o["last_delivery"])) for lab, o in zip(ol, org, strict=True)])
+
+
+def _unix(t: str) -> float:
+    """An RFC 3339 time of the document as Unix seconds; Go's zero time is 0."""
+    try:
+        ns = parse_rfc3339(t)
+    except ValueError:
+        return 0
+    return ns / 1e9 if ns > 0 else 0

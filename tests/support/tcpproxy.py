@@ -2,6 +2,7 @@
 
 `cut()` drops every live connection, `block()` makes new ones fail (accepted then closed at once),
 `freeze()` keeps sockets open but stops forwarding (a silent dead link), `unblock()` restores.
+`rate` (bytes per second, each direction of each connection; None = unlimited) makes a slow link.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class TCPProxy:
         self.port = 0
         self.blocked = False
         self.frozen = False
+        self.rate: float | None = None
         self.connections = 0
         self.requests: list[str] = []  # CONNECT request heads seen (http_connect mode)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,6 +142,8 @@ class TCPProxy:
                     return
             host, _, port = first[1].rpartition(":")
             target = (host.strip("[]"), int(port))
+        if self.rate:
+            _small_buffers(w)  # a slow link's queue is at its sender, not in a big buffer of the proxy's
         try:
             ur, uw = await asyncio.open_connection(*target)
         except OSError:
@@ -147,6 +151,8 @@ class TCPProxy:
                 w.write(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
             w.close()
             return
+        if self.rate:
+            _small_buffers(uw)
         if self.http_connect:
             w.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self._writers.add(w)
@@ -158,15 +164,35 @@ class TCPProxy:
     async def _pipe(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         try:
             while True:
-                data = await r.read(65536)
+                rate = self.rate
+                data = await r.read(max(int(rate / 20), 512) if rate else 65536)
                 if not data:
                     break
                 if self.frozen:
                     continue  # swallow: a link that is up but carries nothing
                 w.write(data)
                 await w.drain()
+                if rate:
+                    await asyncio.sleep(len(data) / rate)
         except (ConnectionError, OSError):
             pass
         finally:
             if not w.transport.is_closing():
                 w.transport.close()
+
+
+SLOW_LINK_BUFFER = 32 * 1024
+
+
+def _small_buffers(w: asyncio.StreamWriter) -> None:
+    """Fixed small socket buffers (no autotuning to megabytes) on a rate-limited connection."""
+    sock = w.get_extra_info("socket")
+    if sock is None:
+        return
+    import socket
+
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SLOW_LINK_BUFFER)
+        except OSError:
+            pass
