@@ -138,8 +138,20 @@ def test_creds_read(spark: Any, kind: str, start_server: Callable[..., ServerPro
         return sorted((r.seq, r.data) for r in df.collect())
 
     assert read(creds) == [(i + 1, b"%d" % i) for i in range(10)]
+    spark.createDataFrame([("cr.w", b"w")], "subject string, data binary").write.format("jetstream") \
+        .option("servers", srv.url).option("creds", creds).mode("append").save()
+    assert read(creds)[-1] == (11, b"w")
     # a user signed by an account the server does not know: refused, and said so
     stranger = OperatorSetup(tempfile.mkdtemp(prefix="op-")).user_creds("stranger")
     with pytest.raises(Exception) as e:
         read(stranger)
     assert "refused the credentials" in str(e.value), str(e.value)[-2000:]
+    # a damaged file (a seed that is no nkey, no seed at all) is named before any connection is tried
+    with open(creds) as f:
+        text = f.read()
+    for damaged in (text.replace("\nSU", "\nSX", 1), text.split("*")[0]):
+        bad = f"{op.workdir}/bad.creds"
+        with open(bad, "w") as f:
+            f.write(damaged)
+        with pytest.raises(Exception, match="PipelineError: option creds: .*bad.creds"):
+            read(bad)
