@@ -125,9 +125,11 @@ async def stream_info(nc: Client, conn: Conn, stream: str) -> Any:
     except nats.js.errors.NotFoundError:
         raise PipelineError(f"stream {stream!r} not found on {', '.join(conn.servers)}"
                             + (f" (domain {conn.domain})" if conn.domain else "")) from None
-    except nats.js.errors.ServiceUnavailableError:
-        raise PipelineError(f"JetStream is not enabled on {', '.join(conn.servers)}"
-                            + (f" for domain {conn.domain}" if conn.domain else "")) from None
+    except nats.js.errors.ServiceUnavailableError:  # nats-py's name for no responders (503)
+        if conn.domain:  # nobody serves the domain here: no leaf of it linked, or a misspelt domain
+            raise PipelineError(f"no JetStream answers on {', '.join(conn.servers)} for domain {conn.domain} "
+                                "(no server of that domain is connected, or no such domain)") from None
+        raise PipelineError(f"JetStream is not enabled on {', '.join(conn.servers)}") from None
     except nats.errors.NoRespondersError:
         raise PipelineError(f"no JetStream answers on {', '.join(conn.servers)}"
                             + (f" for domain {conn.domain}" if conn.domain else "")) from None

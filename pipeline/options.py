@@ -45,6 +45,27 @@ def _time(raw: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+def _check_creds(path: str) -> None:
+    """A damaged .creds file said as such on the driver: nats-py would only fail while signing the
+    server's nonce, with an nkeys error naming neither the option nor the file."""
+    import nkeys
+
+    from edged.creds import CredsError, read_creds_file
+
+    try:
+        jwt, seed = read_creds_file(path)
+    except CredsError as e:
+        raise PipelineError(f"option creds: {e}") from None
+    if jwt.count(".") != 2:
+        raise PipelineError(f"option creds: {path}: the first block is not a user JWT")
+    try:
+        public = nkeys.from_seed(bytearray(seed)).public_key
+    except (nkeys.NkeysError, ValueError) as e:
+        raise PipelineError(f"option creds: {path}: the seed is not a valid nkey seed ({e})") from None
+    if not public.startswith(b"U"):
+        raise PipelineError(f"option creds: {path}: the seed is not a user's (its public key starts with {public[:1].decode()})")
+
+
 @dataclass(frozen=True)
 class Conn:
     """How to reach a NATS server; picklable, so executors connect the way the driver did."""
@@ -74,6 +95,8 @@ class Conn:
             path = opts.get(key)
             if path and not os.path.isfile(path):
                 raise PipelineError(f"option {key}: no such file {path!r}")
+        if opts.get("creds"):
+            _check_creds(str(opts["creds"]))
         timeout = opts.get("timeout")
         try:
             t = float(timeout) if timeout else 10.0
