@@ -452,22 +452,25 @@ class Consumer:
     def _has_push_interest(self) -> bool:
         return self.stream.account.sublist.has_interest(self.deliver_subject)
 
-    def _held_back(self) -> bool:
-        """Does a receiver of the deliver subject have output waiting past what a drain should add to (a
-        leafnode to a hub that is slower than the store)? Then delivery waits until it is written: its
-        wake-up is this consumer's next delivery run (see Receiver.backlogged)."""
+    def _backlog_watch(self) -> list[Any]:
+        """The receivers of the deliver subject that can be backlogged (a leafnode to a hub; see
+        Receiver.backlogged): only those are asked during a delivery run, so a run to plain clients asks
+        nothing per message."""
         psubs, qgroups = self.stream.account.sublist.match(self.deliver_subject)
-        for s in psubs:
-            conn = s.conn
+        base = Receiver.backlogged
+        out = [s.conn for s in psubs if type(s.conn).backlogged is not base]
+        for group in qgroups:
+            out += [s.conn for s in group if type(s.conn).backlogged is not base]
+        return out
+
+    def _held_back(self, watch: list[Any]) -> bool:
+        """Does one of `watch` have output waiting past what a drain should add to (a leafnode to a hub
+        that is slower than the store)? Then delivery waits until it is written: its wake-up is this
+        consumer's next delivery run."""
+        for conn in watch:
             if conn.backlogged():
                 conn.on_drained(self.kick)
                 return True
-        for group in qgroups:
-            for s in group:
-                conn = s.conn
-                if conn.backlogged():
-                    conn.on_drained(self.kick)
-                    return True
         return False
 
     def _next_msg(self) -> Any:
@@ -517,8 +520,9 @@ class Consumer:
             return
         if self.paused_until and time.time_ns() < self.paused_until:
             return
+        watch = self._backlog_watch() if self.push else []
         if self.push:
-            if not self._has_push_interest() or self._held_back():
+            if not self._has_push_interest() or (watch and self._held_back(watch)):
                 return
         else:
             self._expire_waiting()
@@ -547,7 +551,7 @@ class Consumer:
                 if not k:
                     break
                 n += k
-                if self.push and self._held_back():
+                if watch and self._held_back(watch):
                     break
                 continue
             m, redelivery = self._next_msg()
@@ -576,7 +580,7 @@ class Consumer:
                         - self._rate_size(m)
                     self._rl_at = now
             n += 1
-            if self.fc_stalled or (self.push and self._held_back()):
+            if self.fc_stalled or (watch and self._held_back(watch)):
                 break
         if n:
             self.last_active = self.last_delivered = time.time_ns()

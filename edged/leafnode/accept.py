@@ -376,16 +376,7 @@ class AcceptedLeafConnection(LeafConnection):
                 self._log_error(f'Permissions Violation for Subscription to "{subject}"')
                 self.close("Subscription Permissions Violation")
                 return
-        key = subject if queue is None else f"{subject} {queue}"
-        sub = self.subs.get(key)
-        if sub is not None:
-            if queue is not None:
-                sub.weight = weight
-            return
-        sub = Subscription(self, subject, queue, key)
-        sub.weight = weight
-        self.subs[key] = sub
-        self.account.subscribe(sub)
+        self._add_interest(subject, queue, weight)
 
     # -------------------------------------------------------------------------- timers and closing
 

@@ -336,6 +336,11 @@ class LeafConnection(Connection):
             return
         if self.link.deny_outbound_interest(subject) or not self.export.allows_interest(subject):
             return  # nothing would be sent there anyway
+        self._add_interest(subject, queue, weight)
+
+    def _add_interest(self, subject: str, queue: str | None, weight: int) -> None:
+        """The far side's interest (LS+) as a subscription of this connection in the bound account; a queue
+        interest seen again updates its weight."""
         key = subject if queue is None else f"{subject} {queue}"
         sub = self.subs.get(key)
         if sub is not None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,7 +16,9 @@ import nats
 import nats.js.errors
 import pytest
 
+from tests.support.aio import eventually as _wait
 from tests.support.aio import run
+from tests.support.jsutil import api as _req
 from tests.support.leaf import Hub, hub_binary
 from tests.support.servers import KINDS, ServerProcess, free_port
 from tests.support.tcpproxy import TCPProxy
@@ -52,24 +53,6 @@ async def _connect(srv: ServerProcess) -> Any:
                               reconnect_time_wait=0.2)
 
 
-async def _req(nc: Any, subject: str, body: Any, timeout: float = 3.0) -> dict[str, Any]:
-    r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
-    return json.loads(r.data)  # type: ignore[no-any-return]
-
-
-async def _wait(what: Callable[[], Any], timeout: float, msg: str = "") -> Any:
-    """Await `what()` until it returns something truthy (bounded); errors while polling count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await what()
-            if last:
-                return last
-        except Exception as e:  # the link or a server is still coming up
-            last = e
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out: {msg} (last: {last!r})")
 
 
 async def _linked(nc: Any) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +17,9 @@ from typing import Any
 import nats
 import pytest
 
+from tests.support.aio import eventually as _wait
 from tests.support.aio import run
+from tests.support.jsutil import api as _req
 from tests.support.leaf import Hub, hub_binary
 from tests.support.servers import KINDS, ServerProcess, free_port
 from tests.support.tcpproxy import TCPProxy
@@ -68,24 +69,6 @@ class Site:
                 await nc.close()
 
 
-async def _req(nc: Any, subject: str, body: Any, timeout: float = 2.0) -> dict[str, Any]:
-    r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
-    return json.loads(r.data)  # type: ignore[no-any-return]
-
-
-async def _wait(what: Callable[[], Any], timeout: float, msg: str) -> Any:
-    """Await `what()` until it is truthy (bounded); an error while polling counts as not yet."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await what()
-            if last:
-                return last
-        except Exception as e:  # a server or the link is still coming up
-            last = e
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out: {msg} (last: {last!r})")
 
 
 async def _holding(nc: Any, stream: str, n: int) -> dict[str, Any] | None:

@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from typing import Any
 
 import pytest
 
 from tests.support.aio import run
+from tests.support.jsutil import api as _req
 from tests.support.jsutil import replies_of_both
-
-
-async def _req(nc: Any, subject: str, body: Any) -> dict[str, Any]:
-    r = await nc.request(subject, json.dumps(body).encode(), timeout=3)
-    return json.loads(r.data)  # type: ignore[no-any-return]
 
 
 def _state(info: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import nats
 
 from tests.support.aio import run
+from tests.support.jsutil import api as _req
 from tests.support.servers import KINDS, ServerProcess
 
 SEEDS = Path(__file__).resolve().parents[1] / "seed_configs"
@@ -25,10 +26,6 @@ include ./accounts_cross_domain.conf
 """
 DELIVER = "deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc"
 
-
-async def _req(nc: Any, subject: str, body: Any, timeout: float = 3.0) -> dict[str, Any]:
-    r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
-    return json.loads(r.data)  # type: ignore[no-any-return]
 
 
 async def scenario(srv: ServerProcess) -> dict[str, Any]:

@@ -33,3 +33,19 @@ async def until(pred: Callable[[], Any], timeout: float = 5.0, interval: float =
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+async def eventually(what: Callable[[], Awaitable[Any]], timeout: float, msg: str = "", interval: float = 0.05) -> Any:
+    """Await `what()` until it returns something truthy (returned) or `timeout` seconds pass (AssertionError
+    with `msg` and the last result); an error while polling counts as not yet (a server or link coming up)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await what()
+            if last:
+                return last
+        except Exception as e:
+            last = e
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out: {msg} (last: {last!r})")

@@ -174,3 +174,9 @@ async def kv_keys(kv: Any, **kw: Any) -> list[str]:
     except nats.js.errors.NoKeysError:
         await asyncio.sleep(0.05)
         return await kv.keys(**kw)
+
+
+async def api(nc: Any, subject: str, body: Any, timeout: float = 3.0) -> dict[str, Any]:
+    """A JSON request (the JetStream API's shape) and its decoded reply."""
+    r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
+    return json.loads(r.data)  # type: ignore[no-any-return]
