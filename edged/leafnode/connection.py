@@ -38,7 +38,7 @@ from edged.leafnode.codec import (
     msg_head,
 )
 from edged.leafnode.dialing import LeafURL, sign_nonce
-from edged.leafnode.pacing import tune_link_socket
+from edged.leafnode.pacing import set_paced, tune_link_socket
 from edged.log import TRACE, log
 from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Subscription
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 # output (queued and in the transport) past which bulk producers wait (Receiver.backlogged): a JetStream
 # drain to the hub keeps at most this much ahead of the link's own PINGs, PONGs, LS+/LS- and core messages
 BACKLOG_BYTES = 128 * 1024
+PACED_FOR = 2.0
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
@@ -111,6 +112,8 @@ class LeafConnection(Connection):
         # the last JetStream delivery's reply, subject and `reply@subject` (see deliver_routed)
         self._at_reply = self._at_subject = self._at_encoded = b""
         self._drain_waiters: dict[Callable[[], None], None] = {}  # see backlogged (a dict: once each, in order)
+        self._paced = False  # the socket's unsent queue kept small (see backlogged)
+        self._paced_until = 0.0
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
@@ -599,12 +602,22 @@ class LeafConnection(Connection):
         super().flush()
         if self._drain_waiters:
             self._wake_drained()
+        if self._paced and time.monotonic() > self._paced_until:
+            self._paced = False
+            set_paced(self.transport, False)
 
     # -------------------------------------------------------------------------- backpressure for bulk producers
 
     def backlogged(self) -> bool:
         t = self.transport
+        # a bulk producer is draining over the link: keep the kernel's unsent queue small while it does
+        # (pacing.py), until PACED_FOR seconds after it last asked
+        self._paced_until = time.monotonic() + PACED_FOR
+        if not self._paced:
+            self._paced = True
+            set_paced(t, True)
         return self.pending + (t.get_write_buffer_size() if t is not None else 0) > BACKLOG_BYTES
+
 
     def on_drained(self, fn: Callable[[], None]) -> None:
         self._drain_waiters[fn] = None
