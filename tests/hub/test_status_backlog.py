@@ -10,14 +10,14 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
-from tests.support.aio import run
+from tests.support.aio import eventually, run
+from tests.support.jsutil import api as req
 from tests.support.leaf import Hub, hub_binary
 from tests.support.servers import ROOT, ServerProcess, free_port
 from tests.support.tcpproxy import TCPProxy
@@ -69,23 +69,12 @@ def hub_consumer(doc: dict[str, Any]) -> dict[str, Any] | None:
     return next((o for o in doc["origin_consumers"] if o["stream"] == "telemetry"), None)
 
 
-async def req(nc: Any, subject: str, body: Any, timeout: float = 3.0) -> dict[str, Any]:
-    r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
-    return json.loads(r.data)  # type: ignore[no-any-return]
-
-
 async def until(what: Callable[[], Any], timeout: float, msg: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await what()
-            if last:
-                return last
-        except Exception as e:  # a server or the link still coming up
-            last = e
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out: {msg} (last: {last!r}, status: {LAST})")
+    """aio.eventually, and what `edged status` last said when it times out."""
+    try:
+        return await eventually(what, timeout, msg, interval=0.1)
+    except AssertionError as e:
+        raise AssertionError(f"{e} (status: {LAST})") from None
 
 
 async def count(nc: Any, stream: str) -> int:
