@@ -11,6 +11,7 @@ the nanosecond unless a thread exits inside it, and then within one tick pair (2
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import importlib.metadata
 import importlib.util
@@ -261,3 +262,26 @@ def fmt(v: float) -> str:
 
 __all__ = ["KINDS", "RESULTS", "CpuWindow", "Report", "Row", "Server", "best", "cpu_seconds", "free_port",
            "interleaved", "rss_bytes", "stat_cpu_seconds", "threads_cpu_seconds"]
+
+
+async def publish_in_flight(js: Any, subj: str, n: int, size: int, window: int) -> int:
+    """Publish n messages keeping `window` PubAcks outstanding; returns how many failed."""
+    payload = b"x" * size
+    sem = asyncio.Semaphore(window)
+    errors = 0
+
+    async def one() -> None:
+        nonlocal errors
+        try:
+            await js.publish(subj, payload)
+        except Exception:
+            errors += 1
+        finally:
+            sem.release()
+
+    tasks = []
+    for _ in range(n):
+        await sem.acquire()
+        tasks.append(asyncio.ensure_future(one()))
+    await asyncio.gather(*tasks)
+    return errors

@@ -12,24 +12,12 @@ from typing import Any
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from bench.harness import KINDS, Report, Server
+from bench.harness import KINDS, Report, Server, publish_in_flight
 
 
 async def _prepare(js: Any, n: int) -> None:
     await js.add_stream(name="BC", subjects=["bc"])
-    sem = asyncio.Semaphore(1000)
-
-    async def one() -> None:
-        try:
-            await js.publish("bc", b"x" * 128)
-        finally:
-            sem.release()
-
-    tasks = []
-    for _ in range(n):
-        await sem.acquire()
-        tasks.append(asyncio.ensure_future(one()))
-    await asyncio.gather(*tasks)
+    assert await publish_in_flight(js, "bc", n, 128, 1000) == 0, "publish errors while filling the stream"
 
 
 async def _scenario(url: str, n: int, srv: Server) -> dict[str, tuple[float, float]]:

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as `python bench/js_publish.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.core import CTX, START_TIMEOUT, Procs, _wait_event  # noqa: E402
-from bench.harness import KINDS, Report, Server, interleaved  # noqa: E402
+from bench.harness import KINDS, Report, Server, interleaved, publish_in_flight  # noqa: E402
 
 FLEET = 4  # publisher processes of the fleet row
 
@@ -46,29 +46,6 @@ async def _sync_publish(url: str, n: int, size: int) -> float:
     return n / dt
 
 
-async def _in_flight(js: Any, subj: str, n: int, size: int, window: int) -> int:
-    """Publish n messages keeping `window` PubAcks outstanding; returns how many failed."""
-    payload = b"x" * size
-    sem = asyncio.Semaphore(window)
-    errors = 0
-
-    async def one() -> None:
-        nonlocal errors
-        try:
-            await js.publish(subj, payload)
-        except Exception:
-            errors += 1
-        finally:
-            sem.release()
-
-    tasks = []
-    for _ in range(n):
-        await sem.acquire()
-        tasks.append(asyncio.ensure_future(one()))
-    await asyncio.gather(*tasks)
-    return errors
-
-
 WARM = 5000  # messages published before the pipelined rows are timed
 
 
@@ -79,9 +56,9 @@ async def _pipelined(url: str, n: int, size: int, window: int, stream: str) -> f
     # timed into a stream that already has messages, on a connection that has carried some: a first burst
     # on a fresh connection is read in smaller pieces while TCP grows its window, which hid that edged
     # once took a whole window of publishes as one block
-    await _in_flight(js, stream.lower(), min(WARM, n), size, window)
+    await publish_in_flight(js, stream.lower(), min(WARM, n), size, window)
     t0 = time.perf_counter()
-    errors = await _in_flight(js, stream.lower(), n, size, window)
+    errors = await publish_in_flight(js, stream.lower(), n, size, window)
     dt = time.perf_counter() - t0
     await js.delete_stream(stream)
     await nc.close()
@@ -153,7 +130,7 @@ def _fleet_member(url: str, subj: str, n: int, size: int, window: int, go: Any, 
         if not await asyncio.get_running_loop().run_in_executor(None, _wait_event, go, START_TIMEOUT):
             out.put((0.0, n))
             return
-        errors = await _in_flight(js, subj, n, size, window)
+        errors = await publish_in_flight(js, subj, n, size, window)
         out.put((time.monotonic(), errors))
         await nc.close()
 

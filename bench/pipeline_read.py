@@ -18,7 +18,7 @@ from typing import Any
 
 import nats
 
-from bench.harness import Report, Server
+from bench.harness import Report, Server, publish_in_flight
 
 SUBJECT = "bench.pipe"
 
@@ -30,20 +30,7 @@ def _fill(url: str, n: int, size: int = 128) -> None:
         nc = await nats.connect(url)
         js = nc.jetstream(timeout=30)
         await js.add_stream(name="PIPE", subjects=[SUBJECT])
-        window = asyncio.Semaphore(1000)
-        payload = b"x" * size
-
-        async def one() -> None:
-            try:
-                await js.publish(SUBJECT, payload)
-            finally:
-                window.release()
-
-        tasks = []
-        for _ in range(n):
-            await window.acquire()
-            tasks.append(asyncio.ensure_future(one()))
-        await asyncio.gather(*tasks)
+        assert await publish_in_flight(js, SUBJECT, n, size, 1000) == 0, "publish errors while filling"
         assert (await js.stream_info("PIPE")).state.messages == n
         await nc.close()
 
