@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from edged.log import log
+
 # One message of a batch (`Receiver.deliver_batch`): subject, reply (b"" for none), the header block
 # (b"NATS/1.0..." or None) and the payload. Tuples, not objects: a JetStream consumer hands over
 # thousands per pull request.
@@ -164,8 +166,6 @@ class ReadContext:
 
     def run(self) -> None:
         """Run all deferred work; one failing item is logged and does not drop the others."""
-        from edged.log import log
-
         while self.work:
             work, self.work = self.work, []
             for fn in work:
