@@ -1104,7 +1104,9 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
             h = cx.map_(b, k)
             for hk in h:
                 if not isinstance(h[hk], str):
-                    raise cx.err(h, hk, f"error parsing header key {hk}: unsupported type {_kind(h[hk])}")
+                    gotype = {bool: "bool", int: "int64", float: "float64", list: "[]interface {}"}.get(
+                        type(h[hk]), "map[string]interface {}")  # nats-server names the Go type
+                    raise cx.err(h, hk, f"error parsing header key {hk}: unsupported type {gotype}")
                 ws.headers[hk] = h[hk]
         elif lk == "ping_interval":
             ws.ping_interval = cx.duration(b, k)
