@@ -25,18 +25,19 @@ def validate(opts: Options) -> None:
         parse_allowed_origins(wo.allowed_origins)
     except OriginError as e:
         raise ValueError(str(e)) from None
+    # nats-server counts the users of accounts {} among the server's users
+    users = {u.username for u in opts.users} | {n.nkey for n in opts.nkeys}
+    for acc in opts.accounts:
+        users |= {u.username for u in acc.users} | {n.nkey for n in acc.nkey_users}
     if wo.no_auth_user:
         if opts.trusted_operators or opts.trusted_keys:
             raise ValueError("no_auth_user not compatible with Trusted Operator")
-        users = {u.username for u in opts.users} | {n.nkey for n in opts.nkeys}
-        for acc in opts.accounts:
-            users |= {u.username for u in acc.users} | {n.nkey for n in acc.nkey_users}
         if not users:
             raise ValueError(f'no_auth_user: "{wo.no_auth_user}" present, but users/nkeys are not defined')
         if wo.no_auth_user not in users:
             raise ValueError(f'no_auth_user: "{wo.no_auth_user}" not present as user or nkey in authorization '
                              "block or account configuration")
-    if opts.users or opts.nkeys:
+    if users:
         if wo.username:
             raise ValueError("websocket authentication username not compatible with presence of users/nkeys")
         if wo.token:

@@ -28,7 +28,7 @@ def test_known_keys_of_every_block_load() -> None:
     assert {"cluster", "gateway", "mqtt", "limits", "proxies"} <= ignored and "websocket" not in ignored
     w = o.websocket
     assert w is not None and w.no_tls and w.compression and w.handshake_timeout == 2
-    assert (w.username, w.password, w.headers) == ("w", "p", {"X-Edge": "yes"})
+    assert (w.auth_timeout, w.headers) == (2, {"X-Edge": "yes"})
 
 
 def test_every_unknown_key_of_a_file_is_reported() -> None:

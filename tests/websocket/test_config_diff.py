@@ -33,6 +33,9 @@ REFUSED = [
      "websocket authentication username not compatible with presence of users/nkeys"),
     (USERS + "websocket { port: 8080, no_tls: true, authorization { token: t } }",
      "websocket authentication token not compatible with presence of users/nkeys"),
+    ("accounts { A { users: [ {user: a, password: b} ] } }\n"
+     "websocket { port: 8080, no_tls: true, authorization { user: w, password: p } }",
+     "websocket authentication username not compatible with presence of users/nkeys"),
     ("websocket { port: 8080, no_tls: true, jwt_cookie: jwt }",
      'trusted operators or trusted keys configuration is required for JWT authentication via cookie "jwt"'),
     ("websocket { port: 8080, no_tls: true, headers { Upgrade: x } }",
