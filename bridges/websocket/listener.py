@@ -13,7 +13,7 @@ from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFact
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
 
-from bridges.websocket.endpoints import endpoints
+from bridges.websocket.endpoints import Endpoint, endpoints
 from bridges.websocket.handshake import (
     KIND_CLIENT,
     KIND_LEAF,
@@ -172,8 +172,14 @@ class WSAccept(WSLink):
 
 
 def register(server: Server) -> None:
-    """The front door of `websocket {}` (from edged/app.py)."""
+    """The front door of `websocket {}` (from edged/app.py). With a leafnode port, leafs may also connect
+    over WebSocket (`<path>/leafnode`), as to nats-server."""
     opts = server.opts.websocket
     assert opts is not None
     door = WebSocketDoor(server, opts)
+    acceptor = getattr(server.leafnodes, "acceptor", None)
+    if acceptor is not None:
+        from edged.leafnode.accept import AcceptedLeafConnection
+
+        endpoints(server)[KIND_LEAF] = Endpoint(lambda verdict: AcceptedLeafConnection(acceptor, tls_upgrade=False))
     server.add_listener(door.listener)
