@@ -177,6 +177,8 @@ def register(server: Server) -> None:
     opts = server.opts.websocket
     assert opts is not None
     door = WebSocketDoor(server, opts)
+    if not door.tls:
+        log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
     acceptor = getattr(server.leafnodes, "acceptor", None)
     if acceptor is not None:
         from edged.leafnode.accept import AcceptedLeafConnection

@@ -170,3 +170,47 @@ def test_random_bytes_never_take_the_listener_down(servers: dict[str, tuple[Serv
 def test_listener_still_serves_after_the_random_input(servers: dict[str, tuple[ServerProcess, int]]) -> None:
     srv, port = servers["edged"]
     assert alive(srv, port)
+
+
+async def _publish_many(url: str) -> None:
+    nc = await nats.connect(url, allow_reconnect=False)
+    for i in range(200):
+        await nc.publish("many", b"%03d" % i)
+    await nc.close()
+
+
+def test_deliveries_are_batched_into_frames(servers: dict[str, tuple[ServerProcess, int]]) -> None:
+    """200 messages published in one flush reach a WebSocket subscriber in far fewer frames (a frame per
+    flush of the connection, not per message), on both servers."""
+    for kind, (srv, port) in servers.items():
+        sock, fr = opened(port)
+        try:
+            sock.sendall(frame(2, b"SUB many 1\r\nPING\r\n"))
+            assert fr.data_until(b"PONG\r\n").endswith(b"PONG\r\n")
+
+            run(_publish_many(srv.url))
+            data, frames = b"", 0
+            while data.count(b"MSG many 1 3\r\n") < 200 and frames < 400:
+                f = fr.next()
+                assert f is not None, kind
+                if f[0] in (1, 2):
+                    data, frames = data + f[2], frames + 1
+            assert data.count(b"MSG many 1 3\r\n") == 200 and frames < 50, (kind, frames)
+        finally:
+            sock.close()
+
+
+def test_handshake_timeout_closes_an_idle_socket() -> None:
+    for kind in KINDS:
+        srv, port = ws_server(kind, 'no_tls: true, handshake_timeout: "300ms"')
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(b"GET / HTTP/1.1\r\n")  # and nothing more
+                try:
+                    rest = s.recv(4096)
+                except ConnectionResetError:
+                    rest = b""
+                # nats-server's HTTP server may answer 408 first; either way the socket ends
+                assert rest == b"" or rest.startswith(b"HTTP/1.1 4"), (kind, rest)
+        finally:
+            srv.stop()
