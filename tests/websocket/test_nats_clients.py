@@ -180,3 +180,32 @@ def test_cookies_and_no_auth_user(kind: str) -> None:
     finally:
         srv.stop()
     assert got[1] == "ok" and all(g.startswith("error") for g in (got[0], got[2], got[3])), got
+
+
+def _jwt_of(creds_path: str) -> str:
+    lines = open(creds_path).read().splitlines()
+    return lines[lines.index("-----BEGIN NATS USER JWT-----") + 1].strip()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_jwt_cookie(kind: str, tmp_path: Any) -> None:
+    """Operator mode with `jwt_cookie`: a bearer user JWT in the cookie logs a WebSocket client in without
+    credentials in its CONNECT; a JWT that needs a signature, or no cookie, does not."""
+    from tests.interop.test_auth import Operator
+
+    op = Operator()
+    bearer = _jwt_of(op.user(str(tmp_path / "bearer.creds"), bearer_token=True))
+    signed = _jwt_of(op.user(str(tmp_path / "signed.creds")))
+    srv, port = ws_server(kind, "no_tls: true, jwt_cookie: jwt", extra=op.config())
+    ws = f"ws://127.0.0.1:{port}"
+
+    async def main() -> list[str]:
+        return [await _attempt(ws, ws_connection_headers={"Cookie": [f"jwt={bearer}"]}),
+                await _attempt(ws, ws_connection_headers={"Cookie": [f"jwt={signed}"]}),
+                await _attempt(ws)]
+
+    try:
+        got = run(main())
+    finally:
+        srv.stop()
+    assert got[0] == "ok" and got[1].startswith("error") and got[2].startswith("error"), got
