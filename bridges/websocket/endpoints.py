@@ -2,7 +2,15 @@
 factory", one per server, that other front doors add to before the server starts (the MQTT front door adds
 `mqtt`, served at a path ending in `/mqtt` with the `mqtt` subprotocol, as nats-server does).
 
-A kind nobody registered is refused as nats-server refuses it (MQTT: HTTP 404).
+A kind nobody registered is refused as nats-server refuses it (MQTT: HTTP 404). The MQTT front door
+registers itself, from its register function in edged/app.py's front_doors, with e.g.
+
+    endpoints(server)["mqtt"] = Endpoint(lambda verdict: MQTTConnection(server, websocket=True), "mqtt")
+
+Its connection then gets, in `connection_made`, a transport whose every write is one binary frame and
+`data_received` with the bytes of the client's data frames (frame boundaries are not kept: MQTT packets
+may span frames, as the spec allows); closing it sends a close frame. The leafnode port registers `leaf`
+the same way (listener.register).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ class WebSocketDoor:
 
             ssl = server_ssl_context(opts.tls)
         self.listener = Listener("websocket", self.host, opts.port, lambda: WSAccept(self), ssl=ssl,
-                                 ssl_handshake_timeout=opts.tls.timeout if opts.tls is not None else None)
+                                 ssl_handshake_timeout=(opts.tls.timeout or 2.0) if opts.tls is not None else None)
 
     @property
     def port(self) -> int:

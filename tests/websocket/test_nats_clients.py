@@ -108,7 +108,7 @@ def test_jetstream_and_kv_over_ws(kind: str) -> None:
                     break
                 for m in await psub.fetch(61 - len(got), timeout=3):
                     got.append(m.data)
-                    await m.ack()
+                    await m.ack_sync()  # confirmed: consumer_info below sees it
             info = await js.consumer_info("S", "D")
             kv = await js.create_key_value(bucket="cfg")
             await kv.put("a", b"1")
