@@ -16,19 +16,24 @@ glue nats-server's WebSocket code implies and the library does not do:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Generator
 from typing import Any
 
 from websockets.client import ClientProtocol
+from websockets.extensions import Extension
 from websockets.frames import Close, Frame, Opcode
 from websockets.protocol import CLIENT, SEND_EOF, Protocol, State
 from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
+from websockets.typing import ExtensionName
 
 from edged.log import log
 
 # nats-server sends nothing smaller compressed (wsCompressThreshold)
 COMPRESS_THRESHOLD = 64
+# nats-server's frame size for browsers, which "behave better with limited frame size" (wsFrameSizeForBrowsers)
+BROWSER_FRAME_SIZE = 4096
 
 # nats-server's close status per close reason (websocket.go wsEnqueueCloseMessage); anything else is 1011
 _POLICY = ("Authentication Timeout", "Authentication Failure", "Slow Consumer (Pending Bytes)",
@@ -46,6 +51,22 @@ CLOSE_STATUS: dict[str, int] = {
 
 def close_status(reason: str) -> int:
     return CLOSE_STATUS.get(reason, 1011)
+
+
+class _Compressed(Extension):
+    """Marks the first frame of a message deflated beforehand (RSV1): the fragments of one compressed message
+    sent in frames a browser takes, as nats-server cuts them."""
+
+    name = ExtensionName("permessage-deflate")
+
+    def encode(self, frame: Frame) -> Frame:
+        return dataclasses.replace(frame, rsv1=True)
+
+    def decode(self, frame: Frame, *, max_size: int | None = None) -> Frame:
+        return frame
+
+
+_COMPRESSED = _Compressed()
 
 
 class FramedTransport:
@@ -110,6 +131,9 @@ class WSLink(asyncio.Protocol):
         # frames this side writes: masked as a client unless the server granted Nats-No-Masking
         self.mask = ws.side is CLIENT
         self.deflate = False
+        # a browser peer: frames of at most this many bytes (0: one frame per write)
+        self.frame_limit = 0
+        self.no_compressed_fragments = False
         self.peer = ""
         self._closing = False
 
@@ -205,12 +229,34 @@ class WSLink(asyncio.Protocol):
         t.close()
 
     def send_data(self, data: bytes) -> None:
-        """One write of the inner connection: one binary frame."""
+        """One write of the inner connection: one binary frame, or for a browser frames of at most
+        `frame_limit` bytes (nats-server's wsFrameSizeForBrowsers): whole messages when uncompressed, the
+        fragments of one compressed message otherwise (unless `no_compressed_fragments`: Safari)."""
         t = self.transport
         if t is None or t.is_closing() or self.ws.state is not State.OPEN or not data:
             return
-        ext = self.ws.extensions if self.deflate and len(data) > COMPRESS_THRESHOLD else []
-        t.write(Frame(Opcode.BINARY, data).serialize(mask=self.mask, extensions=ext))
+        compress = self.deflate and len(data) > COMPRESS_THRESHOLD
+        limit = self.frame_limit
+        if not limit or (len(data) <= limit and not compress):
+            t.write(Frame(Opcode.BINARY, data).serialize(mask=self.mask,
+                                                         extensions=self.ws.extensions if compress else []))
+            return
+        if not compress:
+            for i in range(0, len(data), limit):
+                t.write(Frame(Opcode.BINARY, data[i:i + limit]).serialize(mask=self.mask, extensions=[]))
+            return
+        whole = Frame(Opcode.BINARY, data)
+        for ext in self.ws.extensions:
+            whole = ext.encode(whole)
+        body = bytes(whole.data)
+        if self.no_compressed_fragments or len(body) <= limit:
+            t.write(Frame(Opcode.BINARY, body).serialize(mask=self.mask, extensions=[_COMPRESSED]))
+            return
+        parts = [body[i:i + limit] for i in range(0, len(body), limit)]
+        last = len(parts) - 1
+        for n, part in enumerate(parts):
+            f = Frame(Opcode.CONT if n else Opcode.BINARY, part, fin=n == last)
+            t.write(f.serialize(mask=self.mask, extensions=[] if n else [_COMPRESSED]))
 
     def close_from_inner(self) -> None:
         """The inner connection closed: a close frame with nats-server's status for its reason, then the

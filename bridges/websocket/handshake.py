@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -145,16 +144,6 @@ def cookies(headers: Headers) -> dict[str, str]:
     return out
 
 
-def forwarded_for(headers: Headers) -> str:
-    """X-Forwarded-For when it is one IP address (nats-server keeps it for its log lines)."""
-    v = first(headers, "X-Forwarded-For").strip()
-    try:
-        ipaddress.ip_address(v)
-    except ValueError:
-        return ""
-    return v
-
-
 @dataclass
 class Verdict:
     """What nats-server would answer: `status` 0 to upgrade, else the HTTP status and the log's reason."""
@@ -166,6 +155,7 @@ class Verdict:
     no_masking: bool = False
     cookies: dict[str, str] = field(default_factory=dict)
     browser: bool = False
+    no_compressed_fragments: bool = False
 
 
 @dataclass
@@ -212,6 +202,8 @@ def judge(method: str, path: str, headers: Headers, policy: Policy) -> Verdict:
         v.cookies = cookies(headers)
         ua = first(headers, "User-Agent")
         v.browser = ua.startswith("Mozilla/")
+        # Safari takes no fragmented compressed message (nats-server: Chrome on macOS also says Safari/)
+        v.no_compressed_fragments = v.browser and v.compress and "Version/" in ua and "Safari/" in ua
     return v
 
 

@@ -29,7 +29,7 @@ from edged.auth import Authenticator
 from edged.listener import Listener
 from edged.log import log
 from edged.options import WebsocketOpts
-from edged.wslink import WSLink, grant_no_masking
+from edged.wslink import BROWSER_FRAME_SIZE, WSLink, grant_no_masking
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -138,6 +138,9 @@ class WSAccept(WSLink):
         if verdict.no_masking:
             grant_no_masking(ws)
         self.deflate = bool(ws.extensions)
+        if verdict.browser:
+            self.frame_limit = BROWSER_FRAME_SIZE
+            self.no_compressed_fragments = verdict.no_compressed_fragments
         self._pump()  # the 101 goes before anything the connection writes
         if verdict.kind == KIND_CLIENT:
             inner: Any = WSClientConnection(door.server, door, verdict.cookies)

@@ -6,8 +6,10 @@ into the listener, before and after the upgrade, never take the server down."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import zlib
 from collections.abc import Iterator
 
 import nats
@@ -214,3 +216,49 @@ def test_handshake_timeout_closes_an_idle_socket() -> None:
                 assert rest == b"" or rest.startswith(b"HTTP/1.1 4"), (kind, rest)
         finally:
             srv.stop()
+
+
+@pytest.mark.parametrize("compression", [False, True], ids=["plain", "deflate"])
+def test_browsers_get_frames_of_at_most_4k(compression: bool) -> None:
+    """A client whose User-Agent is a browser's gets a large delivery in frames of at most 4096 bytes:
+    whole messages uncompressed, the fragments of one message compressed; the same on both servers."""
+    payload = os.urandom(20000)  # incompressible: the compressed message is larger than a frame too
+    got = {}
+    for kind in KINDS:
+        srv, port = ws_server(kind, f"no_tls: true, compression: {str(compression).lower()}")
+        try:
+            ext = {"Sec_WebSocket_Extensions": "permessage-deflate"} if compression else {}
+            sock, fr = opened(port, User_Agent="Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0", **ext)
+            sock.sendall(frame(2, b"SUB big 1\r\nPING\r\n"))
+            assert fr.data_until(b"PONG\r\n").endswith(b"PONG\r\n")
+            run(_publish(srv.url, "big", payload))
+            frames: list[tuple[int, bool, int]] = []
+            data, message = b"", b""
+            while payload not in data and len(frames) < 100:
+                f = fr.next(raw=True)
+                assert f is not None, kind
+                op, rsv1, body = f
+                frames.append((op, rsv1, len(body)))
+                message += body
+                if not compression:
+                    data += body
+                elif body:
+                    try:
+                        data = zlib.decompressobj(-15).decompress(message + b"\x00\x00\xff\xff")
+                    except zlib.error:
+                        pass
+            sock.close()
+            assert payload in data, kind
+            assert max(n for _, _, n in frames) <= 4096 and len(frames) >= 5, (kind, frames)
+            if compression:
+                assert frames[0][:2] == (2, True) and all(f[:2] == (0, False) for f in frames[1:]), (kind, frames)
+            got[kind] = sorted({op for op, _, _ in frames})  # how a server cuts its buffers is its own
+        finally:
+            srv.stop()
+    assert got["edged"] == got["nats-server"]
+
+
+async def _publish(url: str, subject: str, payload: bytes) -> None:
+    nc = await nats.connect(url, allow_reconnect=False)
+    await nc.publish(subject, payload)
+    await nc.close()

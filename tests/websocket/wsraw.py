@@ -122,7 +122,7 @@ class Frames:
             self.buf += d
         return True
 
-    def next(self) -> tuple[int, bool, bytes] | None:
+    def next(self, raw: bool = False) -> tuple[int, bool, bytes] | None:
         if not self._need(2):
             return None
         b0, b1 = self.buf[0], self.buf[1]
@@ -140,7 +140,7 @@ class Frames:
             return None
         payload, self.buf = self.buf[pos:pos + n], self.buf[pos + n:]
         rsv1 = bool(b0 & 0x40)
-        if rsv1:
+        if rsv1 and not raw:
             payload = zlib.decompressobj(-15).decompress(payload + b"\x00\x00\xff\xff")
         return b0 & 0x0F, rsv1, payload
 
