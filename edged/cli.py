@@ -289,9 +289,11 @@ def build_options(ns: argparse.Namespace) -> Options:
 
 def validate(opts: Options) -> None:
     """Checks that need more than the syntax: auth set-up (keys, JWTs, no_auth_user) and TLS files."""
+    from edged.app import validate as validate_front_doors
     from edged.auth import Authenticator
 
     Authenticator(opts)
+    validate_front_doors(opts)
     if opts.tls is not None:
         from edged.tlsconf import server_ssl_context
 

@@ -223,13 +223,30 @@ class MQTTOpts:
 
 @dataclass
 class WebsocketOpts:
+    """`websocket {}` as nats-server reads it (served by bridges/websocket)."""
+
     host: str = ""
     port: int = 0
+    advertise: str = ""
     no_tls: bool = False
     tls: TLSConfig | None = None
     compression: bool = False
     same_origin: bool = False
     allowed_origins: list[str] = field(default_factory=list)
+    handshake_timeout: float = 0.0  # 0: nats-server sets none; edged gives the upgrade 2 s (README)
+    # authorization {} of the block: overrides the server's for WebSocket clients when user, token or
+    # no_auth_user is set (nats-server's authOverride)
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0
+    no_auth_user: str = ""
+    jwt_cookie: str = ""
+    user_cookie: str = ""
+    pass_cookie: str = ""
+    token_cookie: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # added to the 101 answer
+    ping_interval: float = 0.0  # 0: the server's
     extra: dict[str, Any] = field(default_factory=dict)
 
 

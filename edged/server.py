@@ -110,7 +110,8 @@ class Server:
     def system_account(self) -> Account | None:
         return self.accounts.get(self.system_account_name) if self.system_account_name else None
 
-    def authenticate(self, conn: ClientConnection, connect: dict) -> Any:
+    def authenticate(self, conn: ClientConnection, connect: dict, authenticator: Any = None) -> Any:
+        """`connect` checked by the server's authenticator, or by a front door's own (`authenticator`)."""
         cert = None
         t = conn.transport
         if t is not None:
@@ -118,7 +119,8 @@ class Server:
             if sslobj is not None:
                 cert = sslobj.getpeercert(binary_form=True)
         conn_type = "WEBSOCKET" if conn.websocket else "STANDARD"
-        return self.authenticator.authenticate(connect, conn.nonce, client_cert=cert, conn_type=conn_type)
+        return (authenticator or self.authenticator).authenticate(connect, conn.nonce, client_cert=cert,
+                                                                 conn_type=conn_type)
 
     def account_for(self, res: Any) -> Account | None:
         name = res.account or GLOBAL_ACCOUNT

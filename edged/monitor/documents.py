@@ -322,12 +322,16 @@ def _mqtt_varz(server: Server) -> dict[str, Any]:
 
 
 def _ws_varz(server: Server) -> dict[str, Any]:
+    """nats-server's WebsocketOptsVarz: the listening port (a random one once bound), empty fields left out."""
     w = server.opts.websocket
-    if w is None:
+    if w is None or not w.port:
         return {}
+    port = next((lst.bound_port for lst in server.listeners if lst.name == "websocket" and lst.bound_port), w.port)
     return _drop_empty({
-        "host": w.host, "port": w.port, "no_tls": w.no_tls, "same_origin": w.same_origin,
-        "allowed_origins": list(w.allowed_origins), "compression": w.compression,
+        "host": w.host or "0.0.0.0", "port": port, "advertise": w.advertise, "no_auth_user": w.no_auth_user,
+        "jwt_cookie": w.jwt_cookie, "handshake_timeout": int(w.handshake_timeout * 1e9),
+        "auth_timeout": w.auth_timeout, "no_tls": w.no_tls, "tls_map": bool(w.tls and w.tls.verify_and_map),
+        "same_origin": w.same_origin, "allowed_origins": list(w.allowed_origins), "compression": w.compression,
     })
 
 
