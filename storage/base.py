@@ -535,6 +535,13 @@ class Stream(ABC):
         self._persist_meta()
         return [m.seq for m in metas]
 
+    def expiring(self, now_ns: int) -> list[Meta]:
+        """The messages whose per-message TTL has passed, by sequence, left in place: a stream with
+        subject delete markers replaces some of them by a marker. The caller removes each one (the
+        memory store's timer forgets them here)."""
+        self._check()
+        return sorted(self._expired_metas(now_ns))
+
     # ---- config and consumers ----------------------------------------------------------------
     def update_config(self, config: bytes) -> Awaitable[None]:
         """Replace the stored config JSON (persisted with the next batch)."""

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.config import parse_duration
-from edged.goformat import rfc3339ns
-from edged.headers import get_header
+from edged.goformat import go_duration, rfc3339ns
+from edged.headers import get_header, make_headers, remove_headers
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import go_quote
+from edged.log import log
 from edged.subjects import (
     SubjectTransform,
     is_valid_literal_subject,
@@ -80,8 +81,7 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 # newer nats-server stream features edged does not have: refused, rather than a stream without them
 _NOT_SUPPORTED = (("allow_msg_counter", "message counters"), ("allow_atomic", "atomic batch publishes"),
-                  ("allow_msg_schedules", "message schedules"), ("allow_batched", "fast batch publishes"),
-                  ("subject_delete_marker_ttl", "subject delete markers"))
+                  ("allow_msg_schedules", "message schedules"), ("allow_batched", "fast batch publishes"))
 
 
 def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -147,6 +147,23 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
             raise _invalid("discard new per subject requires discard new policy to be set")
         if max_per <= 0:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
+    allow_ttl = bool(req.get("allow_msg_ttl"))
+    sdm_ttl = _int(req, "subject_delete_marker_ttl", 0)
+    if sdm_ttl > 0:
+        # markers are stored with a TTL and roll up their subject: both are switched on (pedantic: refused)
+        pedantic = bool(req.get("pedantic"))
+        if sdm_ttl < NS:
+            raise _invalid("subject delete marker TTL must be at least 1 second")
+        if not allow_ttl:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if message TTLs are disabled")
+            allow_ttl = True
+        if not allow_rollup:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if roll-ups are disabled")
+            allow_rollup, deny_purge = True, False
+    elif sdm_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
     mirror, sources = _sync_config(req, name)
     subjects = req.get("subjects")
     if (subjects is None or subjects == []) and mirror is None and not sources:
@@ -229,8 +246,10 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         cfg["discard_new_per_subject"] = True
     if no_ack:
         cfg["no_ack"] = True
-    if req.get("allow_msg_ttl"):
+    if allow_ttl:
         cfg["allow_msg_ttl"] = True
+    if sdm_ttl > 0:
+        cfg["subject_delete_marker_ttl"] = sdm_ttl
     if req.get("metadata"):
         md = req["metadata"]
         if not isinstance(md, dict):
@@ -264,6 +283,8 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
         trs = mirror.get("subject_transforms") or []
         if mirror.get("filter_subject") and trs:
             raise api_error("JSMirrorMultipleFiltersNotAllowed")
+        if _int(req, "subject_delete_marker_ttl", 0) > 0:  # a marker would take a sequence the origin lacks
+            raise _invalid("subject delete markers forbidden on mirrors")
         for i, tr in enumerate(trs):
             src = tr.get("src") or ""
             if src and not is_valid_subject(src):
@@ -485,6 +506,7 @@ class Stream:
         self.sealed = bool(c.get("sealed"))
         self.no_ack = bool(c.get("no_ack"))
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
+        self.sdm_ttl = c.get("subject_delete_marker_ttl", 0) // NS  # whole seconds, as nats-server uses it
         self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
         st = c.get("subject_transform")
         self.transform = SubjectTransform(st.get("src") or ">", st["dest"]) if st else None
@@ -556,10 +578,11 @@ class Stream:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
-    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, internal: bool = False) -> None:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
-        sizes, the headers' expectations, limits, then the store."""
-        if self.transform is not None:
+        sizes, the headers' expectations, limits, then the store. `internal`: the stream's own (a delete
+        marker), already on a stored subject."""
+        if self.transform is not None and not internal:
             subject = self.transform(subject)
         if self.sealed:
             raise api_error("JSStreamSealedErr")
@@ -629,6 +652,13 @@ class Stream:
         self._check_room(size)
         if ttl_bad:
             raise api_error("JSMessageTTLInvalidErr")
+        if ttl > 0 and self.sdm_ttl and self.max_per != 1 and ttl < self.sdm_ttl * NS:
+            # a message may not expire before the marker of an earlier expiry of its subject would,
+            # or that marker would be missed (nats-server raises it and rewrites the header)
+            ttl = self.sdm_ttl * NS
+            hdr = remove_headers(hdr, {"Nats-TTL"}) or make_headers()
+            hdr = hdr[:-2] + b"Nats-TTL: %d\r\n\r\n" % self.sdm_ttl
+            size = store.msg_size(subject, hdr, payload)
         if self.discard_new:
             self._discard_new(subject, size, bool(rollup))
         try:
@@ -819,7 +849,7 @@ class Stream:
             removed += st.trim_msgs(self.max_msgs)
         if self.max_bytes > 0 and st.bytes > self.max_bytes:
             removed += st.trim_bytes(self.max_bytes)
-        if max_age and self.max_age:
+        if max_age and self.max_age and not self.sdm_ttl:  # with markers the tick expires them (expire)
             removed += st.remove_older_than(time.time_ns() - self.max_age)
         if removed:
             self.notify_removed(seqs=trimmed)
@@ -873,13 +903,16 @@ class Stream:
     def expire(self, now_ns: int) -> int:
         removed = 0
         interior: list[int] = []  # removed past the front: by max_age beside messages that never expire, by TTLs
-        if self.max_age > 0:
+        if self.sdm_ttl:
+            interior = self._expire_with_markers(now_ns)
+            removed = len(interior)
+        elif self.max_age > 0:
             if self.allow_ttl:
                 interior = self._expire_age_keeping_never(now_ns - self.max_age)
                 removed += len(interior)
             else:
                 removed += self.store.remove_older_than(now_ns - self.max_age)
-        if self.allow_ttl:
+        if self.allow_ttl and not self.sdm_ttl:
             expired = self.store.expire_due(now_ns)
             removed += len(expired)
             interior += expired
@@ -890,6 +923,49 @@ class Stream:
         if removed:
             self.notify_removed(seqs=interior)
         return removed
+
+    def _expire_with_markers(self, now_ns: int) -> list[int]:
+        """Expiry (max_age, then TTLs, by sequence) on a stream with subject delete markers: the last
+        message of its subject is replaced by a marker, published to that subject through the stream
+        (it rolls the subject up, so consumers see it as nats-server's do); others, and markers
+        themselves, just go. Returns the sequences removed without a marker."""
+        st = self.store
+        due: dict[int, None] = {}
+        if self.max_age > 0:
+            cutoff = now_ns - self.max_age
+            seq = st.first_seq
+            while True:
+                batch = st.read_batch(seq, None, 256)
+                for m in batch:
+                    if m.ts > cutoff:
+                        break
+                    if not (m.hdr and _never_expires(m.hdr)):
+                        due[m.seq] = None
+                else:
+                    if len(batch) == 256:
+                        seq = batch[-1].seq + 1
+                        continue
+                break
+        for meta in st.expiring(now_ns):
+            due[meta.seq] = None
+        removed: list[int] = []
+        for seq in sorted(due):
+            m = st.load(seq)
+            if m is None:
+                continue
+            if st.subjects.get(m.subject, 0) == 1 and not is_delete_marker(m.hdr):
+                try:
+                    self.process(m.subject, "", self._marker_hdr(), b"", internal=True)
+                    continue
+                except JSApiError as e:  # e.g. a sealed stream: the message still goes, unmarked
+                    log.warning("JetStream: stream %s: no delete marker for %s: %s", self.name, m.subject, e)
+            if st.delete(seq):
+                removed.append(seq)
+        return removed
+
+    def _marker_hdr(self) -> bytes:
+        return (f"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {go_duration(self.sdm_ttl * NS)}\r\n"
+                "Nats-Rollup: sub\r\n\r\n").encode()
 
     def _expire_age_keeping_never(self, cutoff: int) -> list[int]:
         """max_age on a stream with per-message TTLs: a message published with `Nats-TTL: never` outlives
@@ -968,6 +1044,11 @@ class Stream:
 
     def config_bytes(self) -> bytes:
         return _json_encode(self.config)
+
+
+def is_delete_marker(hdr: bytes) -> bool:
+    """A subject delete marker (nats-server's isSubjectDeleteMarker): the server's own, or a KV purge."""
+    return bool(hdr) and (bool(get_header(hdr, "Nats-Marker-Reason")) or get_header(hdr, "KV-Operation") == "PURGE")
 
 
 def _never_expires(hdr: bytes) -> bool:
