@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.config import parse_duration
-from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
+from edged.goformat import ZERO_TIME, go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
@@ -133,7 +133,7 @@ class SubjectBytes(dict[str, bytes]):
 
 class PullRequest:
     __slots__ = ("reply", "batch", "max_bytes", "expires", "no_wait", "heartbeat", "sent_bytes", "hb_handle",
-                 "received", "asked", "sent_at")
+                 "received", "asked", "sent_at", "group", "pin", "min_pending", "min_ack_pending", "priority")
 
     def __init__(self, reply: str, batch: int, max_bytes: int, expires: float, no_wait: bool, heartbeat: int) -> None:
         self.reply = reply
@@ -147,6 +147,11 @@ class PullRequest:
         self.hb_handle: asyncio.TimerHandle | None = None
         self.received = time.time_ns()
         self.sent_at = 0  # when a message last went to it: its heartbeat timer restarts from there
+        # a priority group consumer's request: its group ("" in a plain number request: None), the pin id it
+        # has, the overflow thresholds, its priority (0 first)
+        self.group: str | None = None
+        self.pin = ""
+        self.min_pending = self.min_ack_pending = self.priority = 0
 
 
 class Consumer:
@@ -202,6 +207,9 @@ class Consumer:
         self._rl_tokens = 0.0  # rate_limit_bps: bytes that may go now (a token bucket, as nats-server's)
         self._rl_at = 0.0
         self.paused_until = 0
+        self.pin_id = ""  # pinned_client: the pin of the client now served, when it was given, its timer
+        self.pinned_ts = 0
+        self._pin_timer: asyncio.TimerHandle | None = None
         self._np: int | None = None  # cached num_pending; None = count again
         # read-ahead of the next messages after sseq: store.read_rows tuples (seq, subject, hdr, data, ts...)
         self._buf: deque[Any] = deque()
@@ -262,8 +270,12 @@ class Consumer:
         self.replay_original = c["replay_policy"] == "original"
         # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery
         # and the max_deliver advisory a first delivery may already trigger
+        # priority groups (pull only): the policy chooses which waiting request a message goes to
+        self.policy = c.get("priority_policy") or ""
+        self.groups = c.get("priority_groups") or []
+        self.pinned_ttl = c.get("priority_timeout") or 0
         self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
-                          or (self.max_deliver == 1 and self.ack != "none"))
+                          or (self.max_deliver == 1 and self.ack != "none") or self.policy)
         self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
         self._subj_b = SubjectBytes()
         pu = c.get("pause_until")
@@ -539,6 +551,8 @@ class Consumer:
             if not self.push and (not self.waiting or (self.waiting[0] is not self._head_ok
                                                        and not self._head_interest())):
                 break
+            if self.policy and not self._priority_head():
+                break
             if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
                     and not self.redeliver:
                 if self._ackq:
@@ -807,6 +821,8 @@ class Consumer:
                     self._status(req.reply, 409, "Message Size Exceeds MaxBytes", req)
                     return False
                 req.sent_bytes += sz
+            if self.policy == "pinned_client":
+                hdr = (hdr[:-2] if hdr else b"NATS/1.0\r\n") + b"Nats-Pin-Id: %s\r\n\r\n" % self.pin_id.encode()
         self.dseq = dseq
         if redelivery:
             self.rdc[seq] = count
@@ -845,6 +861,8 @@ class Consumer:
     def _send_to_next(self, m: Any, redelivery: bool) -> bool:
         """`m` to the next waiting pull requests after one it did not fit (max_bytes); False if none took it."""
         while self.waiting:
+            if self.policy and not self._priority_head():
+                return False
             if self._send(m, redelivery):
                 return True
         return False
@@ -946,16 +964,29 @@ class Consumer:
         if self.max_bytes_req and max_bytes > self.max_bytes_req:
             self._status(reply, 409, f"Exceeded MaxRequestMaxBytes of {self.max_bytes_req}")
             return
-        if group is not None:  # edged's consumers have no priority policy (priority groups are not supported)
-            if group.get("min_pending") or group.get("min_ack_pending"):
+        if group is not None:
+            if (group.get("min_pending") or group.get("min_ack_pending")) and self.policy != "overflow":
                 self._status(reply, 400, "Bad Request - Not a Overflow Priority consumer")
                 return
-            if group.get("id"):
+            if group.get("id") and self.policy != "pinned_client":
                 self._status(reply, 400, "Bad Request - Not a Pinned Client Priority consumer")
                 return
             if not 0 <= group.get("priority", 0) <= 9:
                 self._status(reply, 400, "Bad Request - Priority must be between 0 and 9")
                 return
+            if self.policy:
+                if not group.get("group"):
+                    self._status(reply, 400, "Bad Request - Priority Group missing")
+                    return
+                if group["group"] not in self.groups:
+                    self._status(reply, 400, "Bad Request - Invalid Priority Group")
+                    return
+                if self.pin_id:
+                    if group.get("id") == self.pin_id:
+                        self._set_pin_timer()  # the pinned client is still there
+                    elif group.get("id"):
+                        self._status(reply, 423, "Nats-Pin-Id mismatch")
+                        return
         self.last_active = time.time_ns()
         self._arm_inactive()
         if no_wait:
@@ -976,12 +1007,92 @@ class Consumer:
             return
         deadline = time.monotonic() + expires / NS if expires else 0.0
         req = PullRequest(reply, batch, max_bytes, deadline, no_wait, hb)
-        self.waiting.append(req)
+        if group is not None:
+            req.group = group.get("group") or ""
+            req.pin = group.get("id") or ""
+            req.min_pending = group.get("min_pending") or 0
+            req.min_ack_pending = group.get("min_ack_pending") or 0
+            req.priority = group.get("priority") or 0
+        if self.policy == "prioritized":
+            # behind every request of the same or a more urgent priority (nats-server's addPrioritized)
+            waiting = self.waiting
+            at = len(waiting)
+            while at and (waiting[at - 1].group is None or waiting[at - 1].priority > req.priority):
+                at -= 1
+            waiting.insert(at, req)
+        else:
+            self.waiting.append(req)
         if expires:
             self._arm_expiry(self.loop.time() + expires / NS, 0.0)
         if hb:
             req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
         self._deliver_loop()
+
+    def _priority_head(self) -> bool:
+        """A priority group consumer: bring the request the next message goes to to the front of `waiting`
+        (nats-server's nextWaiting). pinned_client: the pinned client's requests, the first request with
+        a group pinning it when nobody is pinned, a request with another pin id ended with 423; overflow:
+        a request with thresholds only once the consumer is that far behind. False: none may have it now."""
+        waiting = self.waiting
+        cycled = 0
+        while waiting:
+            r = waiting[0]
+            if self.policy == "pinned_client":
+                if r.pin and r.pin != self.pin_id:
+                    # an old pin id (or, with a pin, another one): the client must ask again without it
+                    self._end_request(waiting.popleft())
+                    self._status(r.reply, 423, "Nats-Wrong-Pin-Id", r)
+                    continue
+                if not self.pin_id:
+                    if r.group:
+                        self._assign_pin(r.group)
+                elif not r.pin:  # not the pinned client: it waits for the pin to go
+                    waiting.rotate(-1)
+                    cycled += 1
+                    if cycled >= len(waiting):
+                        return False
+                    continue
+            elif self.policy == "overflow" and (r.min_pending > 0 or r.min_ack_pending > 0):
+                if not ((0 < r.min_pending <= self.num_pending())
+                        or (0 < r.min_ack_pending <= len(self.pending))):
+                    waiting.rotate(-1)
+                    cycled += 1
+                    if cycled >= len(waiting):
+                        return False
+                    continue
+            return True
+        return False
+
+    def _assign_pin(self, group: str) -> None:
+        self.pin_id = "".join(_FC_DIGITS[b % 62] for b in os.urandom(22))
+        self.pinned_ts = time.time_ns()
+        self._set_pin_timer()
+        self.js.advisory(self.stream.jsa, f"CONSUMER.PINNED.{self.stream.name}.{self.name}", {
+            "type": "io.nats.jetstream.advisory.v1.consumer_group_pinned", "account": self.stream.account.name,
+            "stream": self.stream.name, "consumer": self.name, "group": group, "pinned_id": self.pin_id})
+
+    def _set_pin_timer(self) -> None:
+        if self._pin_timer is not None:
+            self._pin_timer.cancel()
+        self._pin_timer = self.loop.call_later(self.pinned_ttl / NS, self._pin_timed_out)
+
+    def _pin_timed_out(self) -> None:
+        self._pin_timer = None
+        if self.pin_id and not self.closed:
+            self.unpin(self.groups[0], "timeout")
+
+    def unpin(self, group: str, reason: str) -> None:
+        """The pinned client loses its pin (the unpin API: "admin", its TTL ran out: "timeout"); the next
+        request of the group gets a new one."""
+        self.pin_id = ""
+        self.pinned_ts = 0
+        if self._pin_timer is not None:
+            self._pin_timer.cancel()
+            self._pin_timer = None
+        self.js.advisory(self.stream.jsa, f"CONSUMER.UNPINNED.{self.stream.name}.{self.name}", {
+            "type": "io.nats.jetstream.advisory.v1.consumer_group_unpinned", "account": self.stream.account.name,
+            "stream": self.stream.name, "consumer": self.name, "group": group, "reason": reason})
+        self.kick()
 
     def _head_interest(self) -> bool:
         """Drop waiting requests at the head whose reply inbox nobody listens on any more (as nats-server:
@@ -1080,7 +1191,7 @@ class Consumer:
 
     def _status(self, reply: str, code: int, desc: str, req: PullRequest | None = None) -> None:
         items = []
-        if req is not None and code in (408, 409):
+        if req is not None and code in (408, 409, 423):
             items = [("Nats-Pending-Messages", str(req.batch)), ("Nats-Pending-Bytes", str(req.max_bytes and
                                                                                           req.max_bytes - req.sent_bytes
                                                                                           or 0))]
@@ -1440,7 +1551,8 @@ class Consumer:
         if not deleted:
             self._flush_state()
         self.closed = True
-        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, self._pace_handle):
+        for h in (self._ack_timer, self._hb_handle, self._inactive_handle, self._expire_handle, self._pace_handle,
+                  self._pin_timer):
             if h is not None:
                 h.cancel()
         for r in self.waiting:
@@ -1490,5 +1602,11 @@ class Consumer:
             out["paused"] = True
             out["pause_remaining"] = self.paused_until - time.time_ns()
         out["ts"] = rfc3339ns(time.time_ns())
+        if self.groups:  # the first group's state (nats-server keeps one pin per consumer)
+            pg: dict[str, Any] = {"group": self.groups[0]}
+            if self.pin_id:
+                pg["pinned_client_id"] = self.pin_id
+            pg["pinned_ts"] = rfc3339ns(self.pinned_ts) if self.pinned_ts else ZERO_TIME
+            out["priority_groups"] = [pg]
         return out
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import string
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from edged.jetstream.consumer import Consumer
 from edged.jetstream.consumer_config import (
     CREATE_REQUEST,
     EPHEMERAL_INACTIVE,
+    GROUP_NAME,
     MAX_NAME,
     _filters,
     check_update,
@@ -306,13 +306,10 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     return out
 
 
-_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
-
-
 @handler("CONSUMER.UNPIN", "consumer_unpin_response", (2, 2))
 def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
-    """Priority groups are not supported, so no consumer has the group to unpin: nats-server's checks in
-    its order (it reads this body leniently: json.Unmarshal), ending in its "no such group" error."""
+    """A pinned_client consumer's pin is taken from its client: nats-server's checks in its order (it reads
+    this body leniently: json.Unmarshal), then the unpinned advisory ("admin")."""
     err = syntax_error(req.data)  # the whole body one value, unknown fields ignored
     if err is not None:
         raise api_error("JSInvalidJSONErr", err=err)
@@ -323,10 +320,13 @@ def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
     group = decode_fields(doc or {}, {"group": "string"}, "JSApiConsumerUnpinRequest", strict=False).get("group") or ""
     if not group:
         raise api_error("JSInvalidJSONErr", err="consumer group not specified")
-    if not _GROUP_NAME.fullmatch(group):
+    if not GROUP_NAME.fullmatch(group):
         raise api_error("JSConsumerInvalidGroupNameErr")
-    _consumer(req)
-    raise api_error("JSConsumerInvalidPriorityGroupErr")
+    _, c = _consumer(req)
+    if group not in c.groups:
+        raise api_error("JSConsumerInvalidPriorityGroupErr")
+    c.unpin(group, "admin")
+    return {}
 
 
 def install(js: JetStream) -> None:

@@ -49,7 +49,10 @@ _ORDER = ("durable_name", "name", "description", "deliver_policy", "opt_start_se
           "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy",
           "rate_limit_bps", "sample_freq", "max_waiting", "max_ack_pending", "flow_control", "headers_only",
           "max_batch", "max_expires", "max_bytes", "deliver_subject", "deliver_group", "idle_heartbeat",
-          "inactive_threshold", "num_replicas", "mem_storage", "direct", "sourcing", "metadata", "pause_until")
+          "inactive_threshold", "num_replicas", "mem_storage", "direct", "sourcing", "metadata", "pause_until",
+          "priority_groups", "priority_policy", "priority_timeout")
+DEFAULT_PINNED_TTL = 120 * NS
+GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
 # ------------------------------------------------------------------ defaults and checks
@@ -105,6 +108,11 @@ def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1
         if 0 < acc_max_ack_pending < map_:
             map_ = acc_max_ack_pending
         c["max_ack_pending"] = map_
+    policy = c.get("priority_policy") or "none"
+    if policy == "none":
+        c.pop("priority_policy", None)  # the default, which nats-server leaves out
+    elif policy == "pinned_client" and not c.get("priority_timeout"):
+        c["priority_timeout"] = DEFAULT_PINNED_TTL
     _check(c, stream, acc_max_ack_pending)
     c.setdefault("num_replicas", 0)
     return {k: c[k] for k in _ORDER if k in c and (c[k] or k in ("num_replicas", "max_deliver"))}
@@ -203,8 +211,15 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
         if c.get("priority_timeout", 0) > 0:
             raise api_error("JSConsumerPinnedTTLWithoutPriorityPolicyNone")
     else:
-        # nats-server 2.11's pull priority groups (overflow, pinned client) are not built: refused, not ignored
-        raise api_error("JSConsumerCreateErrF", err="priority groups are not supported by edged")
+        if c.get("deliver_subject"):
+            raise api_error("JSConsumerPushWithPriorityGroupErr")
+        if not c.get("priority_groups"):
+            raise api_error("JSConsumerPriorityPolicyWithoutGroup")
+        for g in c["priority_groups"]:
+            if not g:
+                raise api_error("JSConsumerEmptyGroupName")
+            if not GROUP_NAME.fullmatch(g):
+                raise api_error("JSConsumerInvalidGroupNameErr")
 
 
 def _check_start(c: dict[str, Any]) -> None:

@@ -11,16 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 
-from tests.support.aio import run
-from tests.support.jsutil import replies_of_both, session
-from tests.support.servers import ServerProcess
+from tests.support.jsutil import replies_of_both
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 TIME_KEYS = {"created", "ts", "last_active"}  # clock readings; every other time is the request's own
@@ -413,19 +409,3 @@ def test_script_covers_errors(replies: dict[str, list[Any]]) -> None:
     """The script is not all successes: it exercises a good spread of nats-server's consumer error codes."""
     codes = {r[2]["error"]["err_code"] for r in replies["nats-server"] if isinstance(r[2], dict) and "error" in r[2]}
     assert len(codes) >= 25, codes
-
-
-def test_priority_groups_are_refused_clearly(start_server: Callable[..., ServerProcess]) -> None:
-    """edged does not build nats-server 2.11's priority groups: a config asking for them is refused with a
-    clear error instead of being accepted and ignored."""
-    async def body(nc: Any, js: Any) -> dict[str, Any]:
-        await js.add_stream(name="PG", subjects=["pg"])
-        cfg = {"durable_name": "G", "ack_policy": "explicit", "priority_policy": "overflow",
-               "priority_groups": ["jobs"]}
-        r = await nc.request("$JS.API.CONSUMER.CREATE.PG.G", json.dumps({"stream_name": "PG", "config": cfg}).encode(),
-                             timeout=2)
-        return json.loads(r.data)  # type: ignore[no-any-return]
-
-    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="jscwire-pg-")])
-    got = run(session(p, body))
-    assert got["error"] == {"code": 500, "err_code": 10012, "description": "priority groups are not supported by edged"}
