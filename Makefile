@@ -26,16 +26,26 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openjdk-17-jre-headless; }
 	touch $@
 
+# nats.js, a real peer for some tests (tests/support/natsjs): Debian's node and npm when missing
+NATSJS := tests/support/natsjs
+$(NATSJS)/node_modules/.installed: $(NATSJS)/package.json $(NATSJS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+		echo "npm not found: installing nodejs and npm (nats.js tests need them)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nodejs npm; }
+	cd $(NATSJS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 venv: $(VENV)/.installed
 
 run: $(VENV)/.installed
 	$(BIN)/edged run -c edged/default.conf
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(NATSJS)/node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q $(RERUNS) $(PYTEST_ARGS)
 
-test-all: $(VENV)/.installed-test
+test-all: $(VENV)/.installed-test $(NATSJS)/node_modules/.installed
 	$(BIN)/python -m pytest -n 2 -q -m '' $(RERUNS) $(PYTEST_ARGS)
 
 $(VENV)/.installed-bench: $(VENV)/.installed-test pyproject.toml
