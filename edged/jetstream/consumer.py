@@ -210,6 +210,7 @@ class Consumer:
         self.pin_id = ""  # pinned_client: the pin of the client now served, when it was given, its timer
         self.pinned_ts = 0
         self._pin_timer: asyncio.TimerHandle | None = None
+        self._pin_fresh: PullRequest | None = None  # the request the pin was just given to
         self._np: int | None = None  # cached num_pending; None = count again
         # read-ahead of the next messages after sseq: store.read_rows tuples (seq, subject, hdr, data, ts...)
         self._buf: deque[Any] = deque()
@@ -817,10 +818,13 @@ class Consumer:
                 sz = len(m.subject) + len(ack_reply) + len(hdr or b"") + len(data)
                 if req.sent_bytes + sz > req.max_bytes:
                     self.sseq, self._np = prev_sseq, prev_np
+                    if self._pin_fresh is req:  # pinned for this message only: the pin is given back
+                        self._drop_pin()
                     self._end_request(self.waiting.popleft())
                     self._status(req.reply, 409, "Message Size Exceeds MaxBytes", req)
                     return False
                 req.sent_bytes += sz
+            self._pin_fresh = None
             if self.policy == "pinned_client":
                 hdr = (hdr[:-2] if hdr else b"NATS/1.0\r\n") + b"Nats-Pin-Id: %s\r\n\r\n" % self.pin_id.encode()
         self.dseq = dseq
@@ -1037,6 +1041,9 @@ class Consumer:
         cycled = 0
         while waiting:
             r = waiting[0]
+            if r is not self._head_ok and not self._head_interest():
+                return False  # (it dropped what nobody listens for any more)
+            r = waiting[0]
             if self.policy == "pinned_client":
                 if r.pin and r.pin != self.pin_id:
                     # an old pin id (or, with a pin, another one): the client must ask again without it
@@ -1046,6 +1053,7 @@ class Consumer:
                 if not self.pin_id:
                     if r.group:
                         self._assign_pin(r.group)
+                        self._pin_fresh = r
                 elif not r.pin:  # not the pinned client: it waits for the pin to go
                     waiting.rotate(-1)
                     cycled += 1
@@ -1084,15 +1092,19 @@ class Consumer:
     def unpin(self, group: str, reason: str) -> None:
         """The pinned client loses its pin (the unpin API: "admin", its TTL ran out: "timeout"); the next
         request of the group gets a new one."""
-        self.pin_id = ""
-        self.pinned_ts = 0
-        if self._pin_timer is not None:
-            self._pin_timer.cancel()
-            self._pin_timer = None
+        self._drop_pin()
         self.js.advisory(self.stream.jsa, f"CONSUMER.UNPINNED.{self.stream.name}.{self.name}", {
             "type": "io.nats.jetstream.advisory.v1.consumer_group_unpinned", "account": self.stream.account.name,
             "stream": self.stream.name, "consumer": self.name, "group": group, "reason": reason})
         self.kick()
+
+    def _drop_pin(self) -> None:
+        self.pin_id = ""
+        self.pinned_ts = 0
+        self._pin_fresh = None
+        if self._pin_timer is not None:
+            self._pin_timer.cancel()
+            self._pin_timer = None
 
     def _head_interest(self) -> bool:
         """Drop waiting requests at the head whose reply inbox nobody listens on any more (as nats-server:

@@ -278,3 +278,31 @@ def test_prioritized_requests() -> None:
     res = replies_of_both(_prioritized_scenario, "pgprio-")
     assert not differing(res), differing(res)
     assert res["edged"] == [("low", ["2"]), ("high", ["0"]), ("mid", ["1"])]
+
+
+async def _pin_max_bytes_scenario(url: str) -> list[Any]:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    pins = Pins()
+    await api(nc, "$JS.API.STREAM.CREATE.PB", {"name": "PB", "subjects": ["pb.>"]})
+    await api(nc, "$JS.API.CONSUMER.CREATE.PB.W", {"stream_name": "PB", "config": {
+        "durable_name": "W", "ack_policy": "explicit", "priority_policy": "pinned_client",
+        "priority_groups": ["G"]}})
+    await js.publish("pb.1", b"x" * 200)
+    out: list[Any] = []
+    # the message does not fit the first request: no pin is kept for it; the next request is pinned
+    out.append(await _pull(nc, "PB", "W", {"batch": 1, "expires": S, "group": "G", "max_bytes": 50}, pins))
+    r = await api(nc, "$JS.API.CONSUMER.INFO.PB.W", {})
+    out.append([pins(g.get("pinned_client_id")) for g in r["priority_groups"]])
+    got = await _pull(nc, "PB", "W", {"batch": 1, "expires": S, "group": "G"}, pins)
+    out.append([(m[0], m[2]) for m in got])
+    await nc.close()
+    return out
+
+
+def test_pin_not_kept_for_a_request_the_message_does_not_fit() -> None:
+    res = replies_of_both(_pin_max_bytes_scenario, "pgpmb-")
+    assert not differing(res), differing(res)
+    assert res["edged"][0] == [("409", "Message Size Exceeds MaxBytes", "1")]
+    assert res["edged"][1] == [None]
+    assert res["edged"][2] == [("pb.1", "P1")]  # the first pin was never seen
