@@ -88,11 +88,11 @@ def test_config_rules(js_server: ServerProcess) -> None:
     ]
 
 
-async def _age_scenario(nc: Any, js: Any) -> list[Any]:
+async def _age_scenario(nc: Any, js: Any, storage: str = "file") -> list[Any]:
     """max_age 1 s, markers living 2 s: the last message of each subject is replaced by a marker, an older
     one of the same subject just goes; then the markers expire by age and by their TTL with no new marker."""
     await api(nc, "$JS.API.STREAM.CREATE.AGE", {"name": "AGE", "subjects": ["age.>"], "max_age": S,
-                                                "subject_delete_marker_ttl": 2 * S})
+                                                "subject_delete_marker_ttl": 2 * S, "storage": storage})
     sub = await js.subscribe("age.>", ordered_consumer=True)
     for subj in ("age.a", "age.a", "age.b"):
         await js.publish(subj, b"v")
@@ -122,11 +122,12 @@ async def _age_scenario(nc: Any, js: Any) -> list[Any]:
     return out
 
 
-def test_max_age_leaves_markers() -> None:
+@pytest.mark.parametrize("storage", ["file", "memory"])
+def test_max_age_leaves_markers(storage: str) -> None:
     res = {}
     for kind in KINDS:
         with ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="sdm-")]) as p:
-            res[kind] = run(session(p, _age_scenario))
+            res[kind] = run(session(p, lambda nc, js: _age_scenario(nc, js, storage)))
     assert res["edged"] == res["nats-server"]
     got = res["edged"]
     marker = {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "2s", "Nats-Rollup": "sub"}

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import nats
+import pytest
 
+from tests.support.aio import run
 from tests.support.jsutil import api, differing, replies_of_both
 from tests.support.jsutil import drain as drain_sub
+from tests.support.servers import KINDS, ServerProcess
 
 S = 1_000_000_000
 
@@ -306,3 +311,39 @@ def test_pin_not_kept_for_a_request_the_message_does_not_fit() -> None:
     assert res["edged"][0] == [("409", "Message Size Exceeds MaxBytes", "1")]
     assert res["edged"][1] == [None]
     assert res["edged"][2] == [("pb.1", "P1")]  # the first pin was never seen
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_priority_config_survives_kill9(kind: str, start_server: Callable[..., ServerProcess]) -> None:
+    """The priority config is stored with the consumer: after kill -9 it is still a pinned_client consumer,
+    and its first request is pinned anew (a pin itself is not kept, by either server)."""
+    p = start_server(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="pgk9-")])
+    pins = Pins()
+
+    async def first() -> Any:
+        nc = await nats.connect(p.url)
+        await api(nc, "$JS.API.STREAM.CREATE.PK", {"name": "PK", "subjects": ["pk.>"]})
+        await api(nc, "$JS.API.CONSUMER.CREATE.PK.W", {"stream_name": "PK", "config": {
+            "durable_name": "W", "ack_policy": "explicit", "priority_policy": "pinned_client",
+            "priority_groups": ["G"], "priority_timeout": 30 * S}})
+        for i in range(2):
+            await nc.jetstream().publish(f"pk.{i}", b"x")
+        got = await _pull(nc, "PK", "W", {"batch": 1, "expires": S, "group": "G"}, pins)
+        await nc.close()
+        return got
+
+    async def second() -> Any:
+        nc = await nats.connect(p.url)
+        r = await api(nc, "$JS.API.CONSUMER.INFO.PK.W", {})
+        c = r["config"]
+        out = [{k: c.get(k) for k in ("priority_policy", "priority_groups", "priority_timeout")},
+               [pins(g.get("pinned_client_id")) for g in r["priority_groups"]]]
+        out.append(await _pull(nc, "PK", "W", {"batch": 1, "expires": S, "group": "G"}, pins))
+        await nc.close()
+        return out
+
+    assert run(first()) == [("pk.0", "x", "P1")]
+    p.kill9()
+    p.start()
+    assert run(second()) == [{"priority_policy": "pinned_client", "priority_groups": ["G"],
+                              "priority_timeout": 30 * S}, [None], [("pk.1", "x", "P2")]]
