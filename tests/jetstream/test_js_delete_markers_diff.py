@@ -239,3 +239,54 @@ def test_markers_survive_kill9_and_are_placed_after_restart(kind: str,
     marker = {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "1m0s", "Nats-Rollup": "sub"}
     assert got[0] == [("k.a", 2, marker, ""), 10037, ("k.b", 4, marker, "")]
     assert got[1] == {"messages": 2, "first_seq": 2, "last_seq": 4, "num_subjects": 2}
+
+
+async def _kv_purge_scenario(nc: Any, js: Any) -> list[Any]:
+    """A KV purge marker with a TTL (nats-py `purge(key, msg_ttl=...)`) on a bucket with limit markers and a
+    history of 5: it counts as a marker, so when it expires no MaxAge marker replaces it; a value whose
+    history is longer than one message gets its marker only for the last of them."""
+    from nats.js.api import DiscardPolicy, StreamConfig
+
+    await js.add_stream(StreamConfig(
+        name="KV_PM", subjects=["$KV.PM.>"], allow_rollup_hdrs=True, allow_msg_ttl=True, deny_delete=True,
+        discard=DiscardPolicy.NEW, duplicate_window=1, max_msgs_per_subject=5, allow_direct=True,
+        subject_delete_marker_ttl=1))
+    kv = await js.key_value("PM")
+    await kv.put("gone", b"1")
+    await kv.purge("gone", msg_ttl=1)
+    await kv.put("short", b"1")
+    await kv.put("short", b"2")
+    await js.publish("$KV.PM.short", b"3", headers={"Nats-TTL": "1"})
+    out: list[Any] = [await _get(nc, "KV_PM", 2), await _get(nc, "KV_PM", 5)]
+
+    async def settled() -> Any:
+        st = await _state(nc, "KV_PM")
+        return st if st["messages"] == 2 else None
+
+    out.append(await eventually(settled, 15, "purge marker and the TTL'd value expired"))
+    await asyncio.sleep(1.5)  # and nothing takes their place
+    out.append(await _state(nc, "KV_PM"))
+    out.append([(e.key, e.value, e.operation) async for e in _updates(await kv.watchall(include_history=True))])
+    return out
+
+
+async def _updates(w: Any) -> Any:
+    for _ in range(20):
+        e = await w.updates(timeout=2)
+        if e is None:
+            break
+        yield e
+    await w.stop()
+
+
+def test_kv_purge_marker_with_ttl_is_a_marker() -> None:
+    res = {}
+    for kind in KINDS:
+        with ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="sdm-")]) as p:
+            res[kind] = run(session(p, _kv_purge_scenario))
+    assert res["edged"] == res["nats-server"]
+    got = res["edged"]
+    assert got[0] == ("$KV.PM.gone", 2, {"KV-Operation": "PURGE", "Nats-Rollup": "sub", "Nats-TTL": "1"}, "")
+    assert got[1] == ("$KV.PM.short", 5, {"Nats-TTL": "1"}, "Mw==")
+    assert got[2] == got[3] == {"messages": 2, "first_seq": 3, "last_seq": 5, "num_subjects": 1}
+    assert got[4] == [("short", b"1", None), ("short", b"2", None)]
