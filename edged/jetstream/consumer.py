@@ -857,6 +857,8 @@ class Consumer:
                 self._end_request(self.waiting.popleft())
                 if req.max_bytes and req.sent_bytes < req.max_bytes:
                     self._status(req.reply, 409, "Batch Completed", req)  # bytes to spare: say so
+            elif self.policy and len(self.waiting) > 1:
+                self._enqueue(self.waiting.popleft())  # the others' turn, as nats-server's waiting queue
         if self.ack == "none" and self.stream.retention == "interest":
             self._acked_on_delivery(seq, seq)
         # max_deliver: the advisory goes out when the last delivery's ack_wait ends unacked (_max_delivered)
@@ -1017,20 +1019,28 @@ class Consumer:
             req.min_pending = group.get("min_pending") or 0
             req.min_ack_pending = group.get("min_ack_pending") or 0
             req.priority = group.get("priority") or 0
-        if self.policy == "prioritized":
-            # behind every request of the same or a more urgent priority (nats-server's addPrioritized)
-            waiting = self.waiting
-            at = len(waiting)
-            while at and (waiting[at - 1].group is None or waiting[at - 1].priority > req.priority):
-                at -= 1
-            waiting.insert(at, req)
-        else:
-            self.waiting.append(req)
+        self._enqueue(req)
         if expires:
             self._arm_expiry(self.loop.time() + expires / NS, 0.0)
         if hb:
             req.hb_handle = self.loop.call_later(hb / NS, self._pull_heartbeat, req)
         self._deliver_loop()
+
+    def _enqueue(self, req: PullRequest) -> None:
+        """A request to the end of the waiting queue; with the prioritized policy, behind every request of
+        the same or a more urgent priority (nats-server's addPrioritized)."""
+        waiting = self.waiting
+        if self.policy == "prioritized":
+            def urgency(r: PullRequest) -> int:  # a request with no group (a plain number) comes last
+                return r.priority if r.group is not None else 1 << 31
+
+            mine = urgency(req)
+            at = len(waiting)
+            while at and urgency(waiting[at - 1]) > mine:
+                at -= 1
+            waiting.insert(at, req)
+        else:
+            waiting.append(req)
 
     def _priority_head(self) -> bool:
         """A priority group consumer: bring the request the next message goes to to the front of `waiting`

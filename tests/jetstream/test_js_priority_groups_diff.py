@@ -347,3 +347,42 @@ def test_priority_config_survives_kill9(kind: str, start_server: Callable[..., S
     p.start()
     assert run(second()) == [{"priority_policy": "pinned_client", "priority_groups": ["G"],
                               "priority_timeout": 30 * S}, [None], [("pk.1", "x", "P2")]]
+
+
+async def _turns_scenario(url: str) -> list[Any]:
+    """Waiting requests of a priority consumer take turns, one message each, as in nats-server's waiting
+    queue (prioritized: in turn among those of the most urgent priority)."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await api(nc, "$JS.API.STREAM.CREATE.TN", {"name": "TN", "subjects": ["tn.>"]})
+    out: list[Any] = []
+    for name, policy, prios in (("O", "overflow", (0, 0, 0)), ("Z", "prioritized", (3, 1, 1))):
+        await api(nc, f"$JS.API.CONSUMER.CREATE.TN.{name}", {"stream_name": "TN", "config": {
+            "durable_name": name, "ack_policy": "none", "priority_policy": policy, "priority_groups": ["G"],
+            "deliver_policy": "new"}})
+        subs = []
+        for prio in prios:
+            inbox = nc.new_inbox()
+            subs.append(await nc.subscribe(inbox))
+            body = {"batch": 3, "expires": 3 * S, "group": "G", "priority": prio}
+            await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.TN.{name}", json.dumps(body).encode(), reply=inbox)
+        await nc.flush()
+        await asyncio.sleep(0.2)
+        for i in range(5):
+            await js.publish(f"tn.{name}.{i}", b"x")
+            await asyncio.sleep(0.05)
+        out.append([[m.subject for m in await drain_sub(s, 0.3, 10) if not (m.headers or {}).get("Status")]
+                    for s in subs])
+        for s in subs:
+            await s.unsubscribe()
+    await nc.close()
+    return out
+
+
+def test_waiting_requests_take_turns() -> None:
+    res = replies_of_both(_turns_scenario, "pgturn-")
+    assert not differing(res), differing(res)
+    assert res["edged"] == [
+        [["tn.O.0", "tn.O.3"], ["tn.O.1", "tn.O.4"], ["tn.O.2"]],
+        [[], ["tn.Z.0", "tn.Z.2", "tn.Z.4"], ["tn.Z.1", "tn.Z.3"]],  # priority 3 waits behind the 1s
+    ]
