@@ -649,7 +649,8 @@ class Consumer:
         else:
             req = self.waiting[0]
             dest = req.reply
-            limit = min(limit, max(req.batch, 1))
+            # several requests waiting take turns, a message each (nats-server's waiting queue)
+            limit = min(limit, max(req.batch, 1)) if len(self.waiting) == 1 else 1
         if limit <= 0:
             return 0
         # (a request with max_bytes is served by `_send`, which sizes each message as nats-server does)
@@ -755,6 +756,8 @@ class Consumer:
             req.sent_at = now
             if req.batch <= 0:
                 self._end_request(self.waiting.popleft())
+            elif len(self.waiting) > 1:
+                self.waiting.rotate(-1)
         return sent
 
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
@@ -857,7 +860,7 @@ class Consumer:
                 self._end_request(self.waiting.popleft())
                 if req.max_bytes and req.sent_bytes < req.max_bytes:
                     self._status(req.reply, 409, "Batch Completed", req)  # bytes to spare: say so
-            elif self.policy and len(self.waiting) > 1:
+            elif len(self.waiting) > 1:
                 self._enqueue(self.waiting.popleft())  # the others' turn, as nats-server's waiting queue
         if self.ack == "none" and self.stream.retention == "interest":
             self._acked_on_delivery(seq, seq)
