@@ -254,6 +254,22 @@ async def test_per_message_ttl(env: tuple[Store, bool]) -> None:
     assert st.next_expiry() == 11_300
 
 
+async def test_expiring_leaves_messages_in_place(env: tuple[Store, bool]) -> None:
+    """`expiring`: what a stream with delete markers replaces, by sequence; the store removes nothing."""
+    store, _ = env
+    st = store.create_stream("S", b"{}")
+    st.append("a", b"", b"1", ts=1_000, ttl=500)
+    st.append("b", b"", b"2", ts=1_100, ttl=100)
+    st.append("c", b"", b"3", ts=1_200)
+    await _settle(env)
+    assert st.expiring(1_199) == []
+    assert [(m.seq, m.subject) for m in st.expiring(1_500)] == [(1, "a"), (2, "b")]
+    assert st.state().msgs == 3 and st.load(1) is not None and st.load(2) is not None
+    assert st.delete(1) and st.delete(2)
+    await _settle(env)
+    assert st.state().msgs == 1 and st.expire_due(2_000) == []
+
+
 async def test_consumers_and_config(env: tuple[Store, bool]) -> None:
     store, _ = env
     st = store.create_stream("S", b'{"v":1}')
