@@ -755,8 +755,15 @@ class Stream:
             self._discard_new(subject, size, False)
         if seq > store.last_seq + 1:
             store.skip_to(seq)
+        ttl = 0
+        if self.allow_ttl and hdr and b"Nats-TTL" in hdr:
+            # the origin's per-message TTL (a delete marker's too) applies here when this stream has TTLs
+            try:
+                ttl = max(parse_ttl(get_header(hdr, "Nats-TTL") or "0"), 0)
+            except ValueError:
+                ttl = 0
         try:
-            seq, ts, _ = store.append(subject, hdr, payload, ts, 0, size)
+            seq, ts, _ = store.append(subject, hdr, payload, ts, ttl, size)
         except StoreFullError as e:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         if msg_id and self.dup_window:

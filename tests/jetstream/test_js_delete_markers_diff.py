@@ -290,3 +290,41 @@ def test_kv_purge_marker_with_ttl_is_a_marker() -> None:
     assert got[1] == ("$KV.PM.short", 5, {"Nats-TTL": "1"}, "Mw==")
     assert got[2] == got[3] == {"messages": 2, "first_seq": 3, "last_seq": 5, "num_subjects": 1}
     assert got[4] == [("short", b"1", None), ("short", b"2", None)]
+
+
+async def _mirror_scenario(nc: Any, js: Any) -> list[Any]:
+    """An origin with markers, its mirrors and a stream sourcing it: a copy expires by its `Nats-TTL` where
+    the copying stream allows TTLs (the marker too), and is kept where it does not."""
+    await api(nc, "$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"], "subject_delete_marker_ttl": 2 * S})
+    for name, extra in (("M", {"mirror": {"name": "O"}, "allow_msg_ttl": True}), ("MN", {"mirror": {"name": "O"}}),
+                        ("SRC", {"sources": [{"name": "O"}], "allow_msg_ttl": True})):
+        await api(nc, f"$JS.API.STREAM.CREATE.{name}", {"name": name, **extra})
+    await js.publish("o.a", b"1", headers={"Nats-TTL": "1"})
+    await js.publish("o.b", b"2")
+
+    async def copied() -> Any:
+        return all([(await _state(nc, n))["last_seq"] >= 2 for n in ("M", "MN", "SRC")])
+
+    await eventually(copied, 10, "copied")
+
+    async def settled() -> Any:
+        states = {n: await _state(nc, n) for n in ("O", "M", "MN", "SRC")}
+        done = states["O"]["last_seq"] == 3 and all(states[n]["messages"] == 1 for n in ("O", "M", "SRC")) \
+            and states["M"]["last_seq"] == 3 and states["SRC"]["last_seq"] == 3
+        return states if done else None
+
+    out: list[Any] = [await eventually(settled, 15, "expired everywhere")]
+    out.append([await _get(nc, "MN", s) for s in (1, 3)])
+    return out
+
+
+def test_mirrors_and_sources_expire_copies_with_ttls() -> None:
+    res = {}
+    for kind in KINDS:
+        with ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="sdm-")]) as p:
+            res[kind] = run(session(p, _mirror_scenario))
+    assert res["edged"] == res["nats-server"]
+    got = res["edged"]
+    assert got[0]["MN"] == {"messages": 3, "first_seq": 1, "last_seq": 3, "num_subjects": 2}
+    marker = {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "2s", "Nats-Rollup": "sub"}
+    assert got[1][1][2] == marker
