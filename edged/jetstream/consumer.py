@@ -360,6 +360,8 @@ class Consumer:
             self._drain_acks()
         self.config = cfg
         self._apply_config()
+        if self.pin_id and (self.policy != "pinned_client" or not self.groups):
+            self._drop_pin()  # no longer a pinned_client consumer (a new priority_timeout counts from the next request)
         self._buf.clear()
         self._np = None
         if self.persist:
@@ -1099,7 +1101,7 @@ class Consumer:
 
     def _pin_timed_out(self) -> None:
         self._pin_timer = None
-        if self.pin_id and not self.closed:
+        if self.pin_id and not self.closed and self.groups:
             self.unpin(self.groups[0], "timeout")
 
     def unpin(self, group: str, reason: str) -> None:
