@@ -549,12 +549,14 @@ class Consumer:
         if self._ackq and self.redeliver:
             self._drain_acks()  # an acked message is not redelivered
         n = 0
+        passed_over = False
         self._head_ok = None  # a listener may have gone since the last run
         while n < 4096:
             if not self.push and (not self.waiting or (self.waiting[0] is not self._head_ok
                                                        and not self._head_interest())):
                 break
             if self.policy and not self._priority_head():
+                passed_over = True  # messages there, but no request may have them now
                 break
             if self.ack != "none" and self.max_ack_pending and len(self.pending) >= self.max_ack_pending \
                     and not self.redeliver:
@@ -605,7 +607,7 @@ class Consumer:
             self._save()
         if not self.push and self.waiting:
             # no_wait requests that found nothing more end now with 404
-            self._finish_no_wait()
+            self._finish_no_wait(passed_over)
         if n >= 4096:
             self.kick()
         elif n and not self.push and not self._buf and self.reading.active and not self._prefetching:
@@ -1149,12 +1151,13 @@ class Consumer:
             return False  # the read-ahead has the next one (removals clear it)
         return self.stream.store.load_next(self.sseq + 1, self.flt) is None and self._lps is None
 
-    def _finish_no_wait(self) -> None:
+    def _finish_no_wait(self, passed_over: bool = False) -> None:
         keep: deque[PullRequest] = deque()
         while self.waiting:
             r = self.waiting.popleft()
-            # at the end: a no_wait request with an expiry waits on until it has had something
-            if r.no_wait and (not r.expires or r.batch < r.asked) and self._no_more_for(r):
+            # at the end (or passed over by the priority policy): a no_wait request with an expiry waits on
+            # until it has had something
+            if r.no_wait and (not r.expires or r.batch < r.asked) and (passed_over or self._no_more_for(r)):
                 self._end_request(r)
                 self._status(r.reply, 404, "No Messages", r)
             else:

@@ -386,3 +386,32 @@ def test_waiting_requests_take_turns() -> None:
         [["tn.O.0", "tn.O.3"], ["tn.O.1", "tn.O.4"], ["tn.O.2"]],
         [[], ["tn.Z.0", "tn.Z.2", "tn.Z.4"], ["tn.Z.1", "tn.Z.3"]],  # priority 3 waits behind the 1s
     ]
+
+
+async def _passed_over_scenario(url: str) -> list[Any]:
+    """Requests the policy passes over while messages are there: a no_wait one without an expiry ends with
+    404 at once, with an expiry it waits for it (408), as when the stream has nothing for it."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    pins = Pins()
+    await api(nc, "$JS.API.STREAM.CREATE.PO", {"name": "PO", "subjects": ["po.>"]})
+    for name, policy in (("W", "pinned_client"), ("O", "overflow")):
+        await api(nc, f"$JS.API.CONSUMER.CREATE.PO.{name}", {"stream_name": "PO", "config": {
+            "durable_name": name, "ack_policy": "none", "priority_policy": policy, "priority_groups": ["G"]}})
+    for i in range(3):
+        await js.publish(f"po.{i}", b"x")
+    out = [await _pull(nc, "PO", "W", {"batch": 1, "group": "G"}, pins, ack=False)]
+    for consumer, body in (("W", {"no_wait": True}), ("W", {"no_wait": True, "expires": S // 2}),
+                           ("W", {"expires": S // 2}), ("O", {"no_wait": True, "min_pending": 10}),
+                           ("O", {"no_wait": True, "min_pending": 3})):
+        out.append(await _pull(nc, "PO", consumer, {"batch": 1, "group": "G", **body}, pins, 1.0, ack=False))
+    await nc.close()
+    return out
+
+
+def test_no_wait_requests_passed_over() -> None:
+    res = replies_of_both(_passed_over_scenario, "pgnw-")
+    assert not differing(res), differing(res)
+    assert res["edged"] == [[("po.0", "x", "P1")], [("404", "No Messages", None)],
+                            [("408", "Request Timeout", "1")], [("408", "Request Timeout", "1")],
+                            [("404", "No Messages", None)], [("po.0", "x", None)]]
