@@ -74,8 +74,7 @@ def user_claims(user_pub: str, account_pub: str, name: str, perms: dict[str, Any
                 now: int) -> dict[str, Any]:
     """A v2 user JWT's claims: signed by a signing key, so `issuer_account` names the account."""
     nats_: dict[str, Any] = {"type": "user", "version": 2, "issuer_account": account_pub, "subs": -1, "data": -1,
-                             "payload": -1, "allowed_connection_types": ["LEAFNODE", "LEAFNODE_WS", "STANDARD"],
-                             **perms}
+                             "payload": -1, **perms}
     c: dict[str, Any] = {"sub": user_pub, "name": name, "iat": now, "nats": nats_}
     if expires:
         c["exp"] = expires
@@ -159,7 +158,8 @@ def parser(usage: str, description: str, formatter: type[argparse.HelpFormatter]
     p = parser_class(prog="edged fleet", add_help=False, allow_abbrev=False, formatter_class=formatter,
                      usage=usage, description=description)
     p.add_argument("-h", "--help", action="help", help="show this help and exit")
-    sub = p.add_subparsers(dest="fleet_command", metavar="{signing-key,account,device}", parser_class=parser_class)
+    sub = p.add_subparsers(dest="fleet_command", metavar="{signing-key,account,device}", parser_class=parser_class,
+                         prog="edged fleet")
     sk = sub.add_parser("signing-key", help="create an account signing key", add_help=True)
     sk.add_argument("-o", "--out", required=True, help="seed file to write (0600)")
     ac = sub.add_parser("account", help="write the account JWT with its signing keys", add_help=True)
