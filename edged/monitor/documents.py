@@ -307,6 +307,8 @@ def varz(server: Server) -> dict[str, Any]:
     v["stale_connection_stats"] = {"clients": server.stale_connections - server.stale_leafs, "routes": 0,
                                    "gateways": 0, "leafs": server.stale_leafs}
     v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+    for name, block in server.varz_blocks.items():  # edged's own blocks (board health: edged_hw)
+        v[name] = block()
     return v
 
 
