@@ -23,7 +23,9 @@ import json
 import logging
 import os
 import pwd
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,12 +98,13 @@ def fragment_text(b: Bundle, lay: Layout, domain_var: bool = True) -> str:
 # ------------------------------------------------------------------------------------ files
 
 
-def _owner() -> tuple[int, int] | None:
-    """edged:edged when run as root and the user exists (the package's layout), else keep ours."""
-    if os.geteuid() != 0:
+def _owner(user: str = SERVICE_USER) -> tuple[int, int] | None:
+    """The service user and its group (edged:edged in the package's layout) when run as root and the
+    user exists; else the files stay ours (a source install run by its own user)."""
+    if os.geteuid() != 0 or not user:
         return None
     try:
-        pw = pwd.getpwnam(SERVICE_USER)
+        pw = pwd.getpwnam(user)
     except KeyError:
         return None
     return pw.pw_uid, pw.pw_gid
@@ -233,17 +236,27 @@ def probe(b: Bundle, creds_path: str, ca_path: str, timeout: float) -> str:
 # ------------------------------------------------------------------------------------ the daemon
 
 
-def _read_pid(pid: str, pid_file: str) -> int | None:
+def _read_pid(pid: str, pid_file: str, unit: str = "") -> int | None:
+    """The running edged: a pid given, its pid file, or the systemd unit's MainPID (the package runs it
+    without a pid file)."""
     if pid:
         return int(pid)
-    if not pid_file:
-        return None
-    try:
-        with open(pid_file) as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+    if pid_file:
+        try:
+            with open(pid_file) as f:
+                text = f.read().strip()
+            return int(text) if text.isdigit() else None
+        except OSError:
+            pass
+    if unit and shutil.which("systemctl"):
+        try:
+            r = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit], capture_output=True,
+                               text=True, timeout=5, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        text = r.stdout.strip()
+        return int(text) if r.returncode == 0 and text.isdigit() and text != "0" else None
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -312,6 +325,10 @@ def parser(usage: str, description: str, formatter: type[argparse.HelpFormatter]
     p.add_argument("-P", "--pid", dest="pid_file", default="", help="the running edged's pid file "
                    "(default: the config's pid_file)")
     p.add_argument("--pid-number", default="", help="the running edged's pid (instead of a pid file)")
+    p.add_argument("--unit", default="edged", help="the systemd unit whose MainPID is edged, when there is no pid "
+                   "file (default edged)")
+    p.add_argument("--owner", default=SERVICE_USER, help=f"when run as root, the user (and its group) owning the "
+                   f"creds (default {SERVICE_USER}; skipped when there is no such user)")
     p.add_argument("-m", "--http_port", type=int, default=0, help="its monitoring port (default: the config's)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for the link (default 20)")
     p.add_argument("--no-probe", action="store_true", help="skip the probe connection to the hub")
@@ -335,7 +352,7 @@ def provision(ns: argparse.Namespace, say: Any = print) -> None:
     except JWTError as e:
         raise ProvisionError(f"bundle refused: the device's user JWT: {e}") from None
     lay = Layout(ns.config, creds_dir=ns.creds_dir)
-    owner = _owner()
+    owner = _owner(ns.owner)
     os.makedirs(lay.creds_dir, mode=0o700, exist_ok=True)
     os.chmod(lay.creds_dir, 0o700)
     if owner is not None:
@@ -379,7 +396,7 @@ def provision(ns: argparse.Namespace, say: Any = print) -> None:
 
 
 def _apply(ns: argparse.Namespace, b: Bundle, lay: Layout, opts: Any, say: Any) -> None:
-    pid = _read_pid(ns.pid_number, ns.pid_file or opts.pid_file)
+    pid = _read_pid(ns.pid_number, ns.pid_file or opts.pid_file, ns.unit)
     if pid is None or not _alive(pid):
         say("edged provision: edged is not running (no live pid): the bundle is used when it starts")
         return

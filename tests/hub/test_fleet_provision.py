@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import urllib.request
@@ -269,7 +270,11 @@ def test_expiry_within_the_warning_window_shows_in_status_and_healthz(
     conf_dir.mkdir()
     _, http = start_edge(start_server, conf_dir)
     bundle = f.device_bundle(hub, "dev1", str(tmp_path / "short"), "--expires", "2d")
-    assert provision(conf_dir, bundle).returncode == 0
+    assert provision(conf_dir, bundle, "--owner", "nobody").returncode == 0
+    if os.geteuid() == 0:  # the package's layout: the creds belong to the service user, edged itself reads them
+        nobody = pwd.getpwnam("nobody")
+        for p in (conf_dir / "creds", conf_dir / "creds" / "device.creds"):
+            assert (p.stat().st_uid, p.stat().st_gid) == (nobody.pw_uid, nobody.pw_gid)
     h = healthz(http)
     assert h["status"] == "ok" and any("expire in" in w for w in h["warnings"]), h
     r = edged_cli("status", "-m", str(http), "--json")
@@ -294,3 +299,46 @@ def test_provision_refuses_a_damaged_bundle_and_touches_nothing(tmp_path: Path) 
     assert not (conf_dir / "provisioned.conf").exists()
     r = provision(conf_dir, str(tmp_path / "missing.tar.gz"))
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_the_device_user_is_scoped_to_its_own_subjects(
+        setup: tuple[Fleet, Hub], start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """What the hub lets the device's link carry: its own subjects, not another device's, and the link stays
+    up (edged as the leaf keeps to the permissions the hub sent, so the hub never has to close it)."""
+    f, hub = setup
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    edge, http = start_edge(start_server, conf_dir)
+    assert provision(conf_dir, f.device_bundle(hub, "dev1", str(tmp_path / "b"))).returncode == 0
+
+    async def main() -> None:
+        hc = await nats.connect(f"nats://127.0.0.1:{hub.port}", user_credentials=f.app_creds())
+        ec = await nats.connect(edge.url)
+        try:
+            other_up = await hc.subscribe("devices.dev2.telemetry")
+            other_down = await ec.subscribe("devices.dev2.cmd")
+            own_up = await hc.subscribe("devices.dev1.>")
+            await hc.flush()
+            await ec.flush()
+
+            async def own_arrives() -> bool:
+                await ec.publish("devices.dev2.telemetry", b"not mine")
+                await ec.publish("devices.dev1.telemetry", b"mine")
+                try:
+                    return (await own_up.next_msg(timeout=0.3)).data == b"mine"
+                except TimeoutError:
+                    return False
+
+            await eventually(own_arrives, 10, "the device's own subject reaches the hub")
+            await hc.publish("devices.dev2.cmd", b"not for dev1")
+            await hc.flush()
+            for sub in (other_up, other_down):
+                with pytest.raises(TimeoutError):
+                    await sub.next_msg(timeout=0.5)
+        finally:
+            await hc.close()
+            await ec.close()
+
+    run(main())
+    rem = varz_remote(http)
+    assert rem["connected"] and rem["creds"]["rotations"] == 0 and not rem.get("last_error")
