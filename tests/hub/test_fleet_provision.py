@@ -102,7 +102,10 @@ def start_edge(start_server: Callable[..., ServerProcess], conf_dir: Path, domai
     """An edged subprocess with a JetStream domain, a monitoring port and a pid file, not yet provisioned."""
     http = free_port()
     conf = conf_dir / "edged.conf"
-    conf.write_text(f"server_name: {domain}\nhttp_port: {http}\npid_file: {conf_dir / 'edged.pid'}\n"
+    # a config already provisioned keeps its include of the bundle's fragment
+    head = conf.read_text().splitlines(keepends=True)[0] if conf.exists() else ""
+    head = head if head.startswith("include") else ""
+    conf.write_text(head + f"server_name: {domain}\nhttp_port: {http}\npid_file: {conf_dir / 'edged.pid'}\n"
                     f"jetstream {{ store_dir: {json.dumps(str(conf_dir / 'store'))}, domain: {domain} }}\n"
                     f"edged {{ creds {{ watch_interval: 200ms }} }}\n{extra}")
     srv = start_server("edged", ["-c", str(conf)], workdir=str(conf_dir))
@@ -342,3 +345,44 @@ def test_the_device_user_is_scoped_to_its_own_subjects(
     run(main())
     rem = varz_remote(http)
     assert rem["connected"] and rem["creds"]["rotations"] == 0 and not rem.get("last_error")
+
+
+def test_tls_hub_with_the_bundles_ca_before_edged_starts_then_another_hub(
+        setup: tuple[Fleet, Hub], start_hub: Callable[..., Hub], hub_bin: str, pki: dict[str, str],
+        start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """The bundle's CA is what the link trusts (a TLS hub); provisioning a stopped edged installs the bundle for
+    its next start; provisioning the running edged to another hub replaces the remote without a restart."""
+    f, _ = setup
+    tls = f'tls {{ cert_file: "{pki["server_cert"]}", key_file: "{pki["server_key"]}" }}'
+    hub = start_hub(hub_bin, f.hub_config().replace("leafnodes { port: $LEAF_PORT }",
+                                                    f"leafnodes {{ port: $LEAF_PORT, {tls} }}"))
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    out = str(tmp_path / "tls-bundle")
+    r = edged_cli("fleet", "device", "dev1", "--signing-key", str(f.dir / "signing.nk"), "--account", f.acc_pub,
+                  "--hub", f"tls://127.0.0.1:{hub.leaf_port}", "--ca", pki["ca"], "-o", out)
+    assert r.returncode == 0, r.stderr
+    (conf_dir / "edged.conf").write_text("server_name: dev1\njetstream { store_dir: "
+                                         f"{json.dumps(str(conf_dir / 'store'))}, domain: dev1 }}\n")
+    r = provision(conf_dir, out, "--pid", str(conf_dir / "none.pid"), "--unit", "")
+    assert r.returncode == 0, r.stderr
+    assert "not running" in r.stdout
+    assert (conf_dir / "creds" / "ca.pem").read_text() == Path(pki["ca"]).read_text()
+    edge, http = start_edge(start_server, conf_dir, extra="")
+    conf = (conf_dir / "edged.conf").read_text()
+    assert conf.startswith('include "provisioned.conf"')
+
+    async def up() -> bool:
+        return bool(varz_remote(http)["connected"])
+
+    run(eventually(up, 15, "the link with the installed bundle"))
+    run(both_ways(f, hub, edge))
+    # the same device moved to another hub (plain TCP): the remote is replaced, the process stays
+    other = start_hub(hub_bin, f.hub_config())
+    pid = edge.proc.pid
+    r = provision(conf_dir, f.device_bundle(other, "dev1", str(tmp_path / "moved")))
+    assert r.returncode == 0, r.stderr
+    rem = varz_remote(http)
+    assert rem["connected"] and rem["urls"] == [f"127.0.0.1:{other.leaf_port}"]
+    assert edge.proc.pid == pid
+    run(both_ways(f, other, edge))
