@@ -386,3 +386,19 @@ def test_tls_hub_with_the_bundles_ca_before_edged_starts_then_another_hub(
     assert rem["connected"] and rem["urls"] == [f"127.0.0.1:{other.leaf_port}"]
     assert edge.proc.pid == pid
     run(both_ways(f, other, edge))
+
+
+@pytest.mark.parametrize("leaf_kind", ["nats-server", "edged"])
+def test_minted_creds_serve_a_nats_server_leaf_as_they_serve_edged(
+        setup: tuple[Fleet, Hub], start_server: Callable[..., ServerProcess], tmp_path: Path, leaf_kind: str) -> None:
+    """Differential: the same minted bundle's creds in a plain `leafnodes { remotes }` config, with nats-server
+    and with edged as the leaf: both link to the hub, and the device's subjects and its domain's API work the
+    same way through the scoped user."""
+    f, hub = setup
+    out = f.device_bundle(hub, "dev1", str(tmp_path / "b"))
+    creds = Path(out, "device.creds")
+    conf = (f"server_name: dev1\njetstream {{ store_dir: {json.dumps(str(tmp_path / 'js'))}, domain: dev1 }}\n"
+            f"leafnodes {{ reconnect: 1s, remotes: [ {{ url: \"nats-leaf://127.0.0.1:{hub.leaf_port}\", "
+            f"credentials: {json.dumps(str(creds))} }} ] }}\n")
+    leaf = start_server(leaf_kind, [], config=conf)
+    run(both_ways(f, hub, leaf))
