@@ -70,8 +70,13 @@ class Layout:
         self.fragment = os.path.join(self.config_dir, FRAGMENT)
 
 
+_ESC = {"\\": "\\\\", '"': '\\"', "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
 def _q(s: str) -> str:
-    return json.dumps(s)  # a double-quoted string the config parser reads back as written
+    """A double-quoted config string read back as written: the escapes nats-server's parser knows
+    (backslash, quote, tab, newline, return, and hex for other control bytes); the rest as it is (UTF-8)."""
+    return '"' + "".join(_ESC.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 else c) for c in s) + '"'
 
 
 def fragment_text(b: Bundle, lay: Layout, domain_var: bool = True) -> str:
@@ -353,12 +358,8 @@ def provision(ns: argparse.Namespace, say: Any = print) -> None:
         raise ProvisionError(f"bundle refused: the device's user JWT: {e}") from None
     lay = Layout(ns.config, creds_dir=ns.creds_dir)
     owner = _owner(ns.owner)
-    os.makedirs(lay.creds_dir, mode=0o700, exist_ok=True)
-    os.chmod(lay.creds_dir, 0o700)
-    if owner is not None:
-        os.chown(lay.creds_dir, *owner)
     if not ns.no_probe:
-        with tempfile.TemporaryDirectory(prefix=".probe-", dir=lay.creds_dir) as tmp:
+        with tempfile.TemporaryDirectory(prefix="edged-provision-") as tmp:  # 0700, ours, gone after the probe
             creds = os.path.join(tmp, CREDS_FILE)
             write_atomic(creds, b.creds_text.encode(), 0o600, None)
             ca = ""
@@ -369,6 +370,10 @@ def provision(ns: argparse.Namespace, say: Any = print) -> None:
         if why:
             raise ProvisionError(f"the hub did not accept the bundle (old bundle kept): {why}")
         say(f"edged provision: hub accepted device {b.device} (user {b.user_key})")
+    os.makedirs(lay.creds_dir, mode=0o700, exist_ok=True)
+    os.chmod(lay.creds_dir, 0o700)
+    if owner is not None:
+        os.chown(lay.creds_dir, *owner)
     inst = Install()
     try:
         inst.put(lay.creds, b.creds_text.encode(), 0o600, owner)

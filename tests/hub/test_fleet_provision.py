@@ -213,6 +213,7 @@ def test_a_bundle_the_hub_refuses_keeps_the_old_one(
     assert r.returncode == 1
     assert "hub did not accept the bundle" in r.stderr and "uthorization" in r.stderr, r.stderr
     assert creds.read_text() == before
+    assert sorted(p.name for p in creds.parent.iterdir()) == ["device.creds"]  # no probe leftovers
     # without the probe, the daemon tries the new creds, the hub refuses them, the daemon goes back to the
     # old ones and provision puts the old files back
     r = provision(conf_dir, bad, "--no-probe")
