@@ -412,12 +412,13 @@ def _apply(ns: argparse.Namespace, b: Bundle, lay: Layout, opts: Any, say: Any) 
             before = _varz(port)
         except (OSError, ValueError):
             before = None
+    running = ((before or {}).get("jetstream") or {}).get("config") or {}
+    if before is not None and opts.jetstream.enabled and running.get("domain", "") != b.domain:
+        # the domain is in every stream's API subjects: the running edged keeps its old setup untouched
+        say(f"edged provision: installed; the JetStream domain changes from {running.get('domain', '')!r} to "
+            f"{b.domain!r}, which needs a restart of edged to apply (systemctl restart edged)")
+        return
     os.kill(pid, signal.SIGHUP)
-    if before is not None:
-        running = ((before.get("jetstream") or {}).get("config") or {}).get("domain", "")
-        if opts.jetstream.enabled and running != b.domain:
-            say(f"edged provision: the JetStream domain changes from {running!r} to {b.domain!r}: it applies at the "
-                "next restart of edged (systemctl restart edged); the link uses the new creds now")
     if not port:
         say("edged provision: edged reloaded (no monitoring port to watch the link: see its log)")
         return

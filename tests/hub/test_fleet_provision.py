@@ -403,3 +403,31 @@ def test_minted_creds_serve_a_nats_server_leaf_as_they_serve_edged(
             f"credentials: {json.dumps(str(creds))} }} ] }}\n")
     leaf = start_server(leaf_kind, [], config=conf)
     run(both_ways(f, hub, leaf))
+
+
+def test_the_package_layout_first_provisioning_and_a_new_domain_at_restart(
+        setup: tuple[Fleet, Hub], start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """A config laid out for provisioning (it includes provisioned.conf and takes its JetStream domain from
+    `$EDGED_DOMAIN`, empty until provisioned): provision leaves the main config as it is, says the new domain
+    needs a restart, and after the restart the link is up in the bundle's domain."""
+    f, hub = setup
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    (conf_dir / "provisioned.conf").write_text('EDGED_DOMAIN: ""\n')
+    http = free_port()
+    main = (f'include "provisioned.conf"\nserver_name: dev1\nhttp_port: {http}\npid_file: {conf_dir / "edged.pid"}\n'
+            f"jetstream {{ store_dir: {json.dumps(str(conf_dir / 'store'))}, domain: $EDGED_DOMAIN }}\n")
+    (conf_dir / "edged.conf").write_text(main)
+    edge = start_server("edged", ["-c", str(conf_dir / "edged.conf")], workdir=str(conf_dir))
+    r = provision(conf_dir, f.device_bundle(hub, "dev1", str(tmp_path / "b")))
+    assert r.returncode == 0, r.stderr
+    assert "needs a restart" in r.stdout and "'dev1'" in r.stdout, r.stdout
+    assert (conf_dir / "edged.conf").read_text() == main  # the main config (a conffile) is not edited
+    assert 'EDGED_DOMAIN: "dev1"' in (conf_dir / "provisioned.conf").read_text()
+    edge.restart()
+
+    async def up() -> bool:
+        return bool(varz_remote(http)["connected"])
+
+    run(eventually(up, 15, "the link after the restart"))
+    run(both_ways(f, hub, edge))
