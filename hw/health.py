@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from edged.config import parse_duration
 from edged.goformat import rfc3339
 from edged.log import log
 from hw.board import Board, Sample
@@ -47,8 +48,6 @@ class HwSettings:
 
     @classmethod
     def from_block(cls, edged_block: dict[str, Any], env: dict[str, str] | None = None) -> HwSettings:
-        from edged.config import parse_duration
-
         s = cls()
         block = edged_block.get("hw")
         if block is None:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from edged.config import parse_duration
 from edged.creds import CredsError, read_creds_file
 from edged.jwt import JWTError, decode
 from edged.log import log
@@ -42,8 +43,6 @@ class CredsSettings:
 
     @classmethod
     def from_block(cls, edged_block: dict[str, Any]) -> CredsSettings:
-        from edged.config import parse_duration
-
         s = cls()
         block = edged_block.get("creds") or {}
         if not isinstance(block, dict):
