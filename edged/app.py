@@ -35,8 +35,15 @@ def validate(opts: Options) -> None:
         websocket.validate(opts)
 
 
+def services(opts: Options) -> list[FrontDoor]:
+    """Services from outside edged/ that the configuration asks for: board health (hw/)."""
+    from hw.health import register
+
+    return [register]
+
+
 def build(opts: Options) -> Server:
     server = Server(opts)
-    for register in front_doors(opts):
+    for register in front_doors(opts) + services(opts):
         register(server)
     return server

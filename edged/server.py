@@ -70,6 +70,9 @@ class Server:
         self.client_port = 0
         self.monitor: Any = None
         self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
+        # what services outside edged/ add to /varz (a block each) and /metrics (families), e.g. hw/
+        self.varz_blocks: dict[str, Callable[[], dict[str, Any]]] = {}
+        self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
         self._build_accounts()
@@ -408,9 +411,33 @@ class Server:
         # re-authorise connected clients under the new rules; those no longer allowed are closed
         for conn in list(self.clients.values()):
             conn.reauthorize()
+        old.edged = new.edged
+        self._reload_leafnodes(new)
         self.reloads += 1
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
+
+    def _reload_leafnodes(self, new: Options) -> None:
+        """Leafnode remotes follow the file (new URLs or creds: a redial, not a restart); a JetStream
+        domain change does not (the domain is in every stream's API subjects): it waits for a restart."""
+        if new.jetstream.domain != self.opts.jetstream.domain:
+            log.warning("JetStream domain changed from %r to %r in the configuration: restart edged to apply it",
+                        self.opts.jetstream.domain, new.jetstream.domain)
+        lo = new.leafnodes
+        if self.leafnodes is None:
+            if lo is None or not lo.remotes:
+                return
+            from edged.leafnode.remote import LeafNodeManager
+
+            lo.port = 0  # a leafnode port is opened at start only
+            self.opts.leafnodes = lo
+            self.leafnodes = LeafNodeManager(self)
+            self.services.append(self.leafnodes)
+            self.loop.create_task(self.leafnodes.start())
+            return
+        from edged.options import LeafNodeOpts
+
+        self.loop.create_task(self.leafnodes.reload(lo or LeafNodeOpts()))
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:

@@ -307,6 +307,8 @@ def varz(server: Server) -> dict[str, Any]:
     v["stale_connection_stats"] = {"clients": server.stale_connections - server.stale_leafs, "routes": 0,
                                    "gateways": 0, "leafs": server.stale_leafs}
     v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+    for name, block in server.varz_blocks.items():  # edged's own blocks (board health: edged_hw)
+        v[name] = block()
     return v
 
 
@@ -878,12 +880,12 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
             if not ok:
                 return fail(503, "unavailable", "CONNECTION", err)
     if o.js_server_only or not server.opts.jetstream.enabled:
-        return {"status": "ok", "status_code": 200}
+        return _healthy(server)
     js = server.jetstream
     if js is None or not js.enabled:
         return fail(503, "unavailable", "JETSTREAM", "JetStream not enabled (10076)")
     if o.js_enabled_only or o.js_enabled:
-        return {"status": "ok", "status_code": 200}
+        return _healthy(server)
     try:
         ok, err = js.healthz(account=o.account, stream=o.stream, consumer=o.consumer)
     except Exception as e:
@@ -891,4 +893,15 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
     if not ok:
         etype = "CONSUMER" if o.consumer else "STREAM" if o.stream else "ACCOUNT" if o.account else "JETSTREAM"
         return fail(503, "unavailable", etype, err, account=o.account, stream=o.stream, consumer=o.consumer)
-    return {"status": "ok", "status_code": 200}
+    return _healthy(server)
+
+
+def _healthy(server: Server) -> dict[str, Any]:
+    """An ok HealthStatus; edged adds `warnings` (creds expiring soon, a refused creds rotation) that are
+    worth a person's attention but no reason for a supervisor to restart anything."""
+    h: dict[str, Any] = {"status": "ok", "status_code": 200}
+    lm = server.leafnodes
+    warnings = lm.creds_warnings() if lm is not None else []
+    if warnings:
+        h["warnings"] = warnings
+    return h
