@@ -13,16 +13,15 @@ from typing import Any
 
 import bcrypt
 
+from edged import account_jwt
 from edged import jwt as jwtmod
 from edged.accounts import GLOBAL_ACCOUNT
+from edged.log import log
 from edged.options import (
     AccountConfig,
-    JetStreamAccountLimits,
     NkeyUser,
     Options,
     Permissions,
-    ResponsePermission,
-    SubjectPermission,
     User,
 )
 
@@ -71,35 +70,8 @@ def decode_sig(sig: str) -> bytes:
         return base64.b64decode(s + pad)
 
 
-def _sp(d: Any) -> SubjectPermission | None:
-    if not isinstance(d, dict):
-        return None
-    allow = [str(x) for x in d.get("allow") or []]
-    deny = [str(x) for x in d.get("deny") or []]
-    if not allow and not deny:
-        return None
-    return SubjectPermission(allow=allow, deny=deny)
-
-
-def permissions_from_claims(n: dict[str, Any]) -> Permissions | None:
-    """Permissions from a user JWT's (or scoped signing key template's) `pub`/`sub`/`resp` claims."""
-    pub, sub = _sp(n.get("pub")), _sp(n.get("sub"))
-    resp = None
-    r = n.get("resp")
-    if isinstance(r, dict) and (r.get("max") or r.get("ttl")):
-        resp = ResponsePermission(max_msgs=int(r.get("max") or 0), expires=float(r.get("ttl") or 0) / 1e9)
-    if pub is None and sub is None and resp is None:
-        return None
-    return Permissions(publish=pub, subscribe=sub, allow_responses=resp)
-
-
-def js_limits_from_account_claims(claims: dict[str, Any]) -> JetStreamAccountLimits | None:
-    lim = (claims.get("nats") or {}).get("limits") or {}
-    mem, disk = int(lim.get("mem_storage", 0) or 0), int(lim.get("disk_storage", 0) or 0)
-    if mem == 0 and disk == 0:
-        return None
-    return JetStreamAccountLimits(max_memory=mem, max_file=disk, max_streams=int(lim.get("streams", -1) or -1),
-                                  max_consumers=int(lim.get("consumer", -1) or -1))
+# user JWT permissions are built as an account JWT's default permissions are (one function)
+permissions_from_claims = account_jwt.permissions
 
 
 class Authenticator:
@@ -112,6 +84,9 @@ class Authenticator:
         self.accounts: dict[str, AccountConfig] = {}
         self.trusted_keys: set[str] = set()
         self.account_jwts: dict[str, str] = {}
+        # account JWTs nats-server would refuse to use (a blocking validation issue): key -> why
+        self.invalid_accounts: dict[str, str] = {}
+        self.preload_issues: list[tuple[str, list[str]]] = []
         self.operator_mode = bool(opts.trusted_operators or opts.trusted_keys)
         for acc in opts.accounts:
             self.accounts[acc.name] = acc
@@ -177,8 +152,20 @@ class Authenticator:
             claims = self._verify_account_jwt(token)
             if claims["sub"] != pub:
                 raise ValueError(f"resolver_preload: JWT subject {claims['sub']} does not match key {pub}")
+            issues = account_jwt.validation_issues(claims)
+            if issues:  # the account cannot be used (verifyAccountClaims); the server logs why when it starts
+                self.preload_issues.append((pub, issues))
+                self.invalid_accounts[pub] = "account validation failed"
+                continue
             self.account_jwts[pub] = token
-            self.accounts[pub] = AccountConfig(name=pub, jetstream=js_limits_from_account_claims(claims), nkey=pub)
+            self.accounts[pub] = account_jwt.account_config(claims)
+
+    def log_preload_issues(self) -> None:
+        """nats-server's checkResolvePreloads: each preloaded account JWT with blocking validation issues."""
+        for pub, issues in self.preload_issues:
+            log.warning("Account [%s] has validation issues:", pub)
+            for why in issues:
+                log.warning("  - %s", why)
 
     def _verify_account_jwt(self, token: str) -> dict[str, Any]:
         try:
@@ -286,7 +273,8 @@ class Authenticator:
         acc_pub = str(n.get("issuer_account") or iss)
         acc_jwt = self.account_jwts.get(acc_pub)
         if acc_jwt is None:
-            raise AuthError(f"account {acc_pub} not found in the resolver")
+            why = self.invalid_accounts.get(acc_pub, "not found in the resolver")
+            raise AuthError(f"account {acc_pub}: {why}")
         try:
             acc_claims = jwtmod.verify(acc_jwt)
         except jwtmod.JWTError as e:
@@ -311,10 +299,12 @@ class Authenticator:
             if not sig or not jwtmod.verify_signature(user_pub, nonce.encode(), decode_sig(str(sig))):
                 raise AuthError(f"signature verification failed for user {user_pub}")
         _check_conn_type([str(x) for x in n.get("allowed_connection_types") or []], conn_type)
-        if acc_pub not in self.accounts:
-            self.accounts[acc_pub] = AccountConfig(name=acc_pub, nkey=acc_pub,
-                                                   jetstream=js_limits_from_account_claims(acc_claims))
-        return AuthResult(acc_pub, user=user_pub, permissions=permissions_from_claims(perms_src),
+        cfg = self.accounts.get(acc_pub)
+        if cfg is None:
+            cfg = self.accounts[acc_pub] = account_jwt.account_config(acc_claims)
+        # a user JWT that sets no permissions gets its account's default permissions (buildInternalNkeyUser)
+        perms = permissions_from_claims(perms_src) or cfg.default_permissions
+        return AuthResult(acc_pub, user=user_pub, permissions=perms,
                           expires_at=float(claims.get("exp") or 0), account_claims=acc_claims,
                           tags=[str(t) for t in n.get("tags") or []])
 

@@ -101,7 +101,29 @@ class Server:
             self.accounts[sysname] = self._account(sysname)
         from edged.imports import install
 
-        install(self.accounts, self.opts)
+        auth = self.authenticator
+        # operator mode: the account JWTs' imports, exports and mappings, on the same path as the config's
+        confs = auth.account_configs() if auth.operator_mode else None
+        self._watch_activations(install(self.accounts, self.opts, confs, auth.invalid_accounts))
+
+    def _watch_activations(self, at: float) -> None:
+        """Apply the imports again when the first activation token in use runs out, which drops that
+        import (nats-server's activationExpired)."""
+        timer = getattr(self, "_activation_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self._activation_timer: asyncio.TimerHandle | None = None
+        self._activation_at = at
+        if at > 0 and self.loop is not None:
+            self._activation_timer = self.loop.call_later(max(0.0, at - time.time()) + 0.05, self._activations_run_out)
+
+    def _activations_run_out(self) -> None:
+        from edged.imports import install
+
+        auth = self.authenticator
+        log.debug("An activation token ran out: applying account imports again")
+        self._watch_activations(install(self.accounts, self.opts, auth.account_configs() if auth.operator_mode
+                                        else None, auth.invalid_accounts))
 
     def _account(self, name: str, cfg: Any = None) -> Account:
         return Account(name, cfg, cache=not self.opts.disable_sublist_cache, reading=self.reading)
@@ -231,6 +253,7 @@ class Server:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self._watch_activations(self._activation_at)
         self._stopped = asyncio.Event()
         o = self.opts
         log.info("Starting edged %s (nats-server %s compatible)", __version__, SERVER_VERSION)
@@ -241,6 +264,7 @@ class Server:
             log.warning("%s: %s (%s)", w.where, w.message, w.key)
         if o.config_file:
             log.info("Using configuration file: %s", o.config_file)
+        self.authenticator.log_preload_issues()
         if o.pid_file:
             try:
                 with open(o.pid_file, "w") as f:
@@ -400,6 +424,7 @@ class Server:
         old.max_payload, old.max_pending, old.ping_interval = new.max_payload, new.max_pending, new.ping_interval
         logmod.setup(debug=old.debug, trace=old.trace, logtime=old.logtime, log_file=old.log_file)
         self.authenticator = Authenticator(old)
+        self.authenticator.log_preload_issues()
         self.auth_required = self.authenticator.auth_required
         self.nonce_required = self.authenticator.nonce_required
         self._build_accounts()
