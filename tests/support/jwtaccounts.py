@@ -36,6 +36,14 @@ class JwtAccounts:
                                      "nats": {"type": "operator", "version": 2, "system_account": self.pk("SYS")}},
                                     self.op)
 
+    def variant(self) -> JwtAccounts:
+        """The same operator and account keys with claims of their own: another server's view of the same
+        accounts (a hub and a leaf, each preloading different JWTs of one account)."""
+        other = JwtAccounts.__new__(JwtAccounts)
+        other.workdir, other.op, other.op_jwt, other.keys = self.workdir, self.op, self.op_jwt, self.keys
+        other.claims = {"SYS": dict(self.claims["SYS"])}
+        return other
+
     def add(self, name: str, limits: dict[str, Any] | None = None, **nats: Any) -> str:
         kp = self.keys.get(name) or jwtmod.new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
         self.keys[name] = kp

@@ -1,0 +1,62 @@
+"""A leaf's account JWT imports and mappings seen across its leafnode links (operator mode on both sides),
+edged as the leaf against nats-server as the leaf: the same operator and accounts, the hub (nats-server)
+preloading its own JWTs of them (A exports `hsvc.>`, B imports it as `hq`), the leaf its own (A exports
+`svc.>` and `pub.>`; B imports them and maps `orders.*`); the leaf binds each account to the hub with a
+user's `.creds`. The scenario is the config-path one (tests/hub/test_accounts_imports_leaf.py)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import nats
+
+from tests.hub.test_accounts_imports_leaf import scenario
+from tests.support.aio import run
+from tests.support.jwtaccounts import JwtAccounts
+from tests.support.leaf import Hub
+from tests.support.servers import ServerProcess
+
+
+def accounts() -> tuple[JwtAccounts, JwtAccounts]:
+    """(the hub's view, the leaf's view) of accounts A and B."""
+    hub = JwtAccounts(tempfile.mkdtemp(prefix="jwtleaf-"))
+    a = hub.pk("A")
+    hub.add("A", exports=[{"subject": "hsvc.>", "type": "service"}])
+    hub.add("B", imports=[{"account": a, "subject": "hsvc.q", "local_subject": "hq", "type": "service"}])
+    leaf = hub.variant()
+    leaf.add("A", exports=[{"subject": "svc.>", "type": "service"}, {"subject": "pub.>", "type": "stream"}])
+    leaf.add("B", imports=[
+        {"account": a, "subject": "svc.a", "local_subject": "my.a", "type": "service"},
+        {"account": a, "subject": "svc.hub", "local_subject": "my.hub", "type": "service"},
+        {"account": a, "subject": "pub.>", "to": "from_a", "type": "stream"},
+    ], mappings={"orders.*": [{"subject": "orders.central.$1"}]})
+    return hub, leaf
+
+
+def test_jwt_imports_and_mappings_across_the_link_like_nats_server(
+        hub_bin: str, start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess]) -> None:
+    hj, lj = accounts()
+    creds = {"a": lj.creds("A"), "b": lj.creds("B"), "ca": hj.creds("A"), "cb": hj.creds("B"),
+             "la": hj.creds("A", "leafa"), "lb": hj.creds("B", "leafb")}
+
+    async def connect(port: int, user: str) -> Any:
+        return await nats.connect(f"nats://127.0.0.1:{port}", user_credentials=creds[user])
+
+    res = {}
+    for kind in ("nats-server", "edged"):
+        hub = start_hub(hub_bin, "server_name: hub1\nleafnodes { port: $LEAF_PORT }\n" + hj.config())
+        remotes = "\n".join(f'    {{ urls: ["nats://127.0.0.1:{hub.leaf_port}"], credentials: "{creds[u]}", '
+                            f'account: {lj.pk(acc)} }}' for u, acc in (("la", "A"), ("lb", "B")))
+        conf = f"server_name: leaf1\nleafnodes {{\n  reconnect: 1\n  remotes: [\n{remotes}\n  ]\n}}\n" + lj.config()
+        leaf = start_server(kind, config=conf, workdir=tempfile.mkdtemp(prefix="leaf-"))
+        res[kind] = run(scenario(hub, leaf, connect), timeout=60)
+        leaf.stop()
+        hub.stop()
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["hub asks leaf import"] == "leaf:svc.a"
+    assert res["edged"]["leaf import to hub"] == "hub:svc.hub:_R_"
+    assert res["edged"]["leaf uses hub import"] == "hub:hsvc.q:_R_"
+    assert res["edged"]["stream on hub"] == [("from_a.pub.x", "1")]
+    assert res["edged"]["mapped on leaf"] == [("orders.central.new", "2")]
