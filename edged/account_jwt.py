@@ -53,6 +53,107 @@ def trace_label(cfg: AccountConfig) -> str:
     return f"{cfg.name}/{cfg.name_tag}" if cfg.name_tag else cfg.name
 
 
+# ------------------------------------------------------------------------------------------ JSON shape
+
+
+class ClaimsError(ValueError):
+    """An account JWT nats-io/jwt cannot even decode (a field of the wrong JSON type): nats-server refuses
+    to start with it preloaded."""
+
+
+def _is_int(v: Any, lo: int = -(2 ** 63), hi: int = 2 ** 63 - 1) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and v == int(v) and lo <= v <= hi
+
+
+_INT_FIELDS = ("response_threshold", "account_token_position")
+_STR_FIELDS = ("name", "subject", "account", "token", "to", "local_subject", "response_type", "description",
+               "info_url")
+_BOOL_FIELDS = ("share", "allow_trace", "token_req", "advertise")
+
+
+def _entry_problem(where: str, e: Any) -> str | None:
+    if e is None:
+        return None
+    if not isinstance(e, dict):
+        return f"{where}: not an object"
+    for k in _STR_FIELDS:
+        if k in e and e[k] is not None and not isinstance(e[k], str):
+            return f"{where}.{k}: not a string"
+    for k in _BOOL_FIELDS:
+        if k in e and e[k] is not None and not isinstance(e[k], bool):
+            return f"{where}.{k}: not a boolean"
+    for k in _INT_FIELDS:
+        if k in e and e[k] is not None and not _is_int(e[k], 0 if k == "account_token_position" else -(2 ** 63)):
+            return f"{where}.{k}: not an integer"
+    if "type" in e and e["type"] not in (STREAM, SERVICE):
+        return f"{where}.type: unknown export type {q(e['type'])}"
+    revs = e.get("revocations")
+    if revs is not None and not (isinstance(revs, dict) and all(_is_int(v) for v in revs.values())):
+        return f"{where}.revocations: not a map of times"
+    lat = e.get("service_latency")
+    if lat is not None and not isinstance(lat, dict):
+        return f"{where}.service_latency: not an object"
+    return None
+
+
+def shape_problem(claims: dict[str, Any]) -> str | None:
+    """Why nats-io/jwt could not decode these account claims (a field of the wrong JSON type), or None."""
+    n = claims.get("nats")
+    if n is None:
+        return None
+    if not isinstance(n, dict):
+        return "nats: not an object"
+    for key in ("imports", "exports"):
+        v = n.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, list):
+            return f"{key}: not an array"
+        for i, e in enumerate(v):
+            why = _entry_problem(f"{key}[{i}]", e)
+            if why:
+                return why
+    lim = n.get("limits")
+    if lim is not None:
+        if not isinstance(lim, dict):
+            return "limits: not an object"
+        for k, v in lim.items():
+            if k in ("wildcards", "disallow_bearer", "max_bytes_required"):
+                if v is not None and not isinstance(v, bool):
+                    return f"limits.{k}: not a boolean"
+            elif k != "tiered_limits" and v is not None and not _is_int(v):
+                return f"limits.{k}: not an integer"
+    maps = n.get("mappings")
+    if maps is not None:
+        if not isinstance(maps, dict):
+            return "mappings: not an object"
+        for src, dests in maps.items():
+            if dests is None:
+                continue
+            if not isinstance(dests, list):
+                return f"mappings.{src}: not an array"
+            for d in dests:
+                if not isinstance(d, dict) or not isinstance(d.get("subject", ""), str) or \
+                        not isinstance(d.get("cluster", ""), str) or \
+                        ("weight" in d and not _is_int(d["weight"], 0, 255)):
+                    return f"mappings.{src}: not a weighted mapping"
+    dp = n.get("default_permissions")
+    if dp is not None:
+        if not isinstance(dp, dict):
+            return "default_permissions: not an object"
+        for k in ("pub", "sub"):
+            p = dp.get(k)
+            if p is None:
+                continue
+            if not isinstance(p, dict) or any(p.get(x) is not None and not (
+                    isinstance(p[x], list) and all(isinstance(s, str) for s in p[x])) for x in ("allow", "deny")):
+                return f"default_permissions.{k}: not a permission"
+        r = dp.get("resp")
+        if r is not None and not (isinstance(r, dict) and all(_is_int(r.get(x) or 0) for x in ("max", "ttl"))):
+            return "default_permissions.resp: not a response permission"
+    return None
+
+
 # ------------------------------------------------------------------------------------------ subjects (jwt v2)
 
 
@@ -131,6 +232,12 @@ def _activation(token: str) -> dict[str, Any] | None:
         return None
     iss = claims.get("iss", "")
     if not isinstance(iss, str) or iss[:1] not in ("A", "O"):
+        return None
+    n = claims.get("nats")
+    if not isinstance(n, dict) or any(not isinstance(n.get(k, ""), str) for k in ("subject", "kind", "issuer_account")):
+        return None
+    if any(k in claims and not _is_int(claims[k]) for k in ("exp", "nbf", "iat")) or \
+            not isinstance(claims.get("sub", ""), str):
         return None
     return claims
 

@@ -152,6 +152,9 @@ class Authenticator:
             claims = self._verify_account_jwt(token)
             if claims["sub"] != pub:
                 raise ValueError(f"resolver_preload: JWT subject {claims['sub']} does not match key {pub}")
+            why = account_jwt.shape_problem(claims)
+            if why:  # nats-io/jwt cannot decode it: nats-server refuses to start (validateOptions' preload check)
+                raise ValueError(f'preload account error for "{pub}": {why}')
             issues = account_jwt.validation_issues(claims)
             if issues:  # the account cannot be used (verifyAccountClaims); the server logs why when it starts
                 self.preload_issues.append((pub, issues))
