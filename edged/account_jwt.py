@@ -137,6 +137,10 @@ def shape_problem(claims: dict[str, Any]) -> str | None:
                         not isinstance(d.get("cluster", ""), str) or \
                         ("weight" in d and not _is_int(d["weight"], 0, 255)):
                     return f"mappings.{src}: not a weighted mapping"
+    sk = n.get("signing_keys")
+    if sk is not None and not (isinstance(sk, list) and all(
+            isinstance(k, str) or (isinstance(k, dict) and isinstance(k.get("key"), str)) for k in sk)):
+        return "signing_keys: not a list of keys"
     dp = n.get("default_permissions")
     if dp is not None:
         if not isinstance(dp, dict):
