@@ -28,6 +28,15 @@ from edged.options import (
 DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 
 
+class ClaimsUpdateError(Exception):
+    """An account JWT pushed to the server that is not applied: nats-server's message and error text."""
+
+    def __init__(self, message: str, err: str) -> None:
+        super().__init__(f"{message} - {err}")
+        self.message = message
+        self.err = err
+
+
 class AuthError(Exception):
     """Authentication failed; `reason` is for the log, `client_text` is what the client is told."""
 
@@ -169,6 +178,38 @@ class Authenticator:
             log.warning("Account [%s] has validation issues:", pub)
             for why in issues:
                 log.warning("  - %s", why)
+
+    def update_account_jwt(self, pub: str, token: str) -> str:
+        """An account JWT pushed on `$SYS.REQ.ACCOUNT.<pub>.CLAIMS.UPDATE` (nats-server's accountClaimUpdate
+        and updateAccountWithClaimJWT, MEMORY resolver): the message of a success ("jwt updated", or "jwt
+        update skipped" for an account not in use), else ClaimsUpdateError. The caller applies the change."""
+        if not token.strip():
+            raise ClaimsUpdateError("jwt update error", "request body is empty")
+        failed = "jwt update resulted in error"
+        try:
+            claims = jwtmod.verify(token, times=False)
+        except jwtmod.JWTError as e:
+            raise ClaimsUpdateError(failed, str(e)) from None
+        if jwtmod.claim_type(claims) != "account":
+            raise ClaimsUpdateError(failed, "not account claim")
+        if claims.get("sub") != pub:
+            raise ClaimsUpdateError(failed, "subject does not match jwt content")
+        if pub not in self.account_jwts:
+            return "jwt update skipped"
+        if self.account_jwts[pub] == token:
+            return "jwt updated"
+        why = account_jwt.shape_problem(claims)
+        if why:
+            raise ClaimsUpdateError(failed, why)
+        try:
+            jwtmod.verify(token)
+        except jwtmod.JWTError:  # expired or not yet valid: a blocking time check
+            raise ClaimsUpdateError(failed, "account validation failed") from None
+        if claims["iss"] not in self.trusted_keys or account_jwt.validation_issues(claims):
+            raise ClaimsUpdateError(failed, "account validation failed")
+        self.account_jwts[pub] = token
+        self.accounts[pub] = account_jwt.account_config(claims)
+        return "jwt updated"
 
     def _verify_account_jwt(self, token: str) -> dict[str, Any]:
         try:

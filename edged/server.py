@@ -125,6 +125,18 @@ class Server:
         self._watch_activations(install(self.accounts, self.opts, auth.account_configs() if auth.operator_mode
                                         else None, auth.invalid_accounts))
 
+    def update_account_claims(self, pub: str, token: str) -> str:
+        """Apply an account JWT pushed to the server (`Authenticator.update_account_jwt`): the account's
+        imports, exports and mappings again, and its clients' permissions and revocations."""
+        before = self.authenticator.account_jwts.get(pub)
+        msg = self.authenticator.update_account_jwt(pub, token)
+        if self.authenticator.account_jwts.get(pub) != before:
+            self._build_accounts()
+            acc = self.accounts.get(pub)
+            for conn in [c for c in list(self.clients.values()) if getattr(c, "account", None) is acc]:
+                conn.reauthorize()
+        return msg
+
     def _account(self, name: str, cfg: Any = None) -> Account:
         return Account(name, cfg, cache=not self.opts.disable_sublist_cache, reading=self.reading)
 

@@ -6,6 +6,7 @@ before the reload included) and drops the old ones; an activation token that run
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import tempfile
@@ -157,3 +158,59 @@ def test_an_activation_that_runs_out_drops_its_import_like_nats_server(
     assert res["edged"] == res["nats-server"]
     assert res["edged"]["while valid"] == "priv.svc" and res["edged"]["stream while valid"] == ["sec.1"]
     assert res["edged"]["after expiry"] == "no responders" and res["edged"]["stream after expiry"] == []
+
+
+async def push_scenario(srv: ServerProcess, j: JwtAccounts, after: JwtAccounts, creds: dict[str, str]) -> dict:
+    """Account JWTs pushed on the system account's CLAIMS.UPDATE subjects, good and bad."""
+    out: dict[str, Any] = {}
+    a = await nats.connect(srv.url, user_credentials=creds["A"])
+    b = await nats.connect(srv.url, user_credentials=creds["B"])
+    sys_ = await nats.connect(srv.url, user_credentials=creds["SYS"])
+    try:
+        async def echo(m: Any) -> None:
+            await m.respond(m.subject.encode())
+        await a.subscribe("svc.>", cb=echo)
+        await a.flush()
+        b_key = j.pk("B")
+        out["before"] = [await _ask(b, s) for s in ("svc.old", "my.a")]
+
+        async def push(subject: str, body: str) -> Any:
+            r = json.loads((await sys_.request(subject, body.encode(), timeout=2)).data)
+            return r.get("data"), r.get("error")
+
+        other = JwtAccounts(j.workdir)  # another operator: its JWT of B is not trusted
+        other.keys = dict(j.keys)
+        other.add("B")
+        out["untrusted"] = await push(f"$SYS.REQ.ACCOUNT.{b_key}.CLAIMS.UPDATE", other.jwt("B"))
+        out["empty"] = await push(f"$SYS.REQ.ACCOUNT.{b_key}.CLAIMS.UPDATE", "")
+        out["garbage"] = await push(f"$SYS.REQ.ACCOUNT.{b_key}.CLAIMS.UPDATE", "a.b")
+        out["other subject"] = await push(f"$SYS.REQ.ACCOUNT.{j.pk('A')}.CLAIMS.UPDATE", after.jwt("B"))
+        out["unknown account"] = await push(f"$SYS.REQ.ACCOUNT.{j.pk('Z')}.CLAIMS.UPDATE", after.jwt("Z"))
+        out["still before"] = [await _ask(b, s) for s in ("svc.old", "my.a")]
+        out["update"] = await push(f"$SYS.REQ.ACCOUNT.{b_key}.CLAIMS.UPDATE", after.jwt("B"))
+        out["after"] = [await _ask(b, s) for s in ("svc.old", "my.a", "m.in")]
+        out["back, older subject"] = await push(f"$SYS.ACCOUNT.{b_key}.CLAIMS.UPDATE", j.jwt("B"))
+        out["back"] = [await _ask(b, s) for s in ("svc.old", "my.a", "m.in")]
+        out["still connected"] = b.is_connected
+    finally:
+        for nc in (a, b, sys_):
+            await nc.close()
+    # the answers' server info differs between two servers; the key of the account is a fresh one each run
+    return json.loads(json.dumps(out).replace(j.pk("A"), "<A>").replace(j.pk("B"), "<B>").replace(j.pk("Z"), "<Z>"))
+
+
+def test_account_jwts_pushed_on_claims_update_like_nats_server(start_server: Callable[..., ServerProcess]) -> None:
+    before, after = _accounts()
+    after.add("Z")
+    creds = {"A": before.creds("A"), "B": before.creds("B"), "SYS": before.creds("SYS")}
+    res = {}
+    for kind in KINDS:
+        srv = start_server(kind, config=before.config("A", "B"))
+        res[kind] = run(push_scenario(srv, before, after, creds), timeout=60)
+    assert res["edged"] == res["nats-server"]
+    r = res["edged"]
+    assert r["update"] == [{"account": "<B>", "code": 200, "message": "jwt updated"}, None]
+    assert r["after"] == ["no responders", "svc.a", "svc.a"] and r["back"] == ["svc.old", "no responders",
+                                                                                "no responders"]
+    assert r["untrusted"][1]["description"] == "jwt update resulted in error - account validation failed"
+    assert r["unknown account"][0]["message"] == "jwt update skipped"
