@@ -12,7 +12,10 @@ from typing import Any
 
 import nats
 
+from tests.hub.test_accounts_cross_domain import _hub_js
+from tests.hub.test_accounts_cross_domain import _scenario as js_scenario
 from tests.hub.test_accounts_imports_leaf import scenario
+from tests.jetstream.test_js_jwt_cross_account_diff import seed_accounts
 from tests.support.aio import run
 from tests.support.jwtaccounts import JwtAccounts
 from tests.support.leaf import Hub
@@ -60,3 +63,32 @@ def test_jwt_imports_and_mappings_across_the_link_like_nats_server(
     assert res["edged"]["leaf uses hub import"] == "hub:hsvc.q:_R_"
     assert res["edged"]["stream on hub"] == [("from_a.pub.x", "1")]
     assert res["edged"]["mapped on leaf"] == [("orders.central.new", "2")]
+
+
+def test_seed_jwt_accounts_pull_and_ack_through_the_leaf_like_nats_server(
+        hub_bin: str, start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess]) -> None:
+    """The seed's cross-account section with its accounts as JWTs on both sides: IMPORT_CLIENT on the leaf
+    pulls from the hub's durable through `JS.acc@hub.API` and acks through the imported `$JS.ACK`, both
+    crossing ACC's leafnode link (the config-path test: tests/hub/test_accounts_cross_domain.py)."""
+    j = seed_accounts()
+    creds = {"acc": j.creds("ACC"), "import_client": j.creds("IMPORT_CLIENT"), "sys": j.creds("SYS")}
+
+    async def connect(port: int, user: str) -> Any:
+        return await nats.connect(f"nats://127.0.0.1:{port}", user_credentials=creds[user])
+
+    res = {}
+    for kind in ("edged", "nats-server"):
+        hub = start_hub(hub_bin, "server_name: hub-server\njetstream { store_dir: './store_server', domain: hub }\n"
+                                 "leafnodes { port: $LEAF_PORT }\n" + j.config())
+        run(_hub_js(hub, False, connect), timeout=30)
+        remotes = "\n".join(f'    {{ urls: ["nats://127.0.0.1:{hub.leaf_port}"], credentials: "{creds[u]}", '
+                            f'account: {j.pk(acc)} }}' for u, acc in (("sys", "SYS"), ("acc", "ACC")))
+        conf = (f"server_name: leaf-server\njetstream {{ store_dir: '{tempfile.mkdtemp(prefix='leafjs-')}', "
+                f"domain: leaf }}\nleafnodes {{\n  reconnect: 1\n  remotes: [\n{remotes}\n  ]\n}}\n" + j.config())
+        leaf = start_server(kind, config=conf, workdir=tempfile.mkdtemp(prefix="leaf-"))
+        res[kind] = run(js_scenario(hub, leaf, connect), timeout=60)
+        leaf.stop()
+        hub.stop()
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["pulled"] == [("agg.0", "m0", ""), ("agg.1", "m1", "")]
+    assert res["edged"]["consumer"] == (2, 2, 0, 1) and res["edged"]["info"] == "503"
