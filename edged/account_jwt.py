@@ -504,7 +504,7 @@ def account_config(claims: dict[str, Any]) -> AccountConfig:
     n = _nats(claims)
     pub = str(claims["sub"])
     cfg = AccountConfig(name=pub, nkey=pub, jetstream=js_limits(claims), name_tag=str(claims.get("name") or ""),
-                        signing_keys=sorted(jwtmod.signing_keys(claims)))
+                        issuer=str(claims.get("iss") or ""), signing_keys=sorted(jwtmod.signing_keys(claims)))
     dp = n.get("default_permissions")
     cfg.default_permissions = permissions(dp) if isinstance(dp, dict) else None
     cfg.exports = [_export(e) for e in _list(n.get("exports"))]

@@ -132,8 +132,10 @@ class AccountConfig:
     mappings: list[Mapping] = field(default_factory=list)
     default_permissions: Permissions | None = None
     nkey: str = ""  # account public key (when configured with one)
-    # operator mode: the account JWT's name and signing keys (who may sign its activation tokens)
+    # operator mode: the account JWT's name, issuer (operator key) and signing keys (who may sign its
+    # activation tokens)
     name_tag: str = ""
+    issuer: str = ""
     signing_keys: list[str] = field(default_factory=list)
 
 

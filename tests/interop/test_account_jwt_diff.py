@@ -10,6 +10,7 @@ its limit allows, so both accounts are unusable. Also the account's default perm
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import tempfile
 import time
@@ -285,3 +286,41 @@ def test_refused_imports_are_logged_as_nats_server_logs_them(start_server: Calla
     # C's five refused imports (no token, untrusted signer, wrong account token, revoked, expired); D and E
     assert len([ln for ln in j_lines["edged"] if "import not authorized" in ln]) == 5, j_lines
     assert len([ln for ln in j_lines["edged"] if "has validation issues" in ln]) == 2, j_lines
+
+
+def test_accountz_lists_jwt_imports_exports_and_mappings_alike(start_server: Callable[..., ServerProcess]) -> None:
+    import urllib.request
+
+    from tests.support.servers import free_port
+
+    def key(x: Any) -> str:
+        return json.dumps(x, sort_keys=True)
+
+    j = make_accounts()
+    creds = {n: j.creds(n) for n in "AB"}
+    docs: dict[str, list] = {}
+    for kind in KINDS:
+        srv = start_server(kind, config=j.config(), http_port=free_port())
+
+        async def load(srv: ServerProcess = srv) -> None:  # nats-server loads an account when it is first used
+            for n in "AB":
+                await (await _connect(srv, creds[n])).close()
+        run(load(), timeout=30)
+        docs[kind] = []
+        for acc in ("A", "B"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{srv.http_port}/accountz?acc={j.pk(acc)}",
+                                        timeout=5) as r:
+                d = json.load(r)["account_detail"]
+            # nats-server also lists the system account's imports it adds to every account (edged has none);
+            # it lists exports and imports in Go's map order
+            docs[kind].append((sorted(d.get("exports") or [], key=key),
+                               sorted((i for i in d.get("imports") or [] if i["account"] != j.pk("SYS")), key=key),
+                               d.get("mappings"), d.get("name_tag"), d.get("issuer_key")))
+    for ours, ref in zip(docs["edged"], docs["nats-server"], strict=True):
+        for a, b in zip(ours, ref, strict=True):
+            assert a == b, (a, b)
+    exports, _, mappings, name, _ = docs["edged"][0]
+    assert {"subject": "priv.>", "type": "stream", "token_req": True} in exports and name == "A"
+    assert mappings["cl.a"] == [{"subject": "cl.a", "weight": 100},
+                                {"subject": "cl.elsewhere", "weight": 100, "cluster": "other"}]
+    assert any(i.get("local_subject") == "sw.*.*" for i in docs["edged"][1][1])
