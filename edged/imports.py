@@ -723,6 +723,10 @@ def install(accounts: dict[str, Account], opts: Options, confs: dict[str, Accoun
     if confs is None:
         confs = {a.name: a for a in opts.accounts}
     expires: list[float] = []
+    # operator mode: the imports added so far (exporter, local subject, exporter's subject), for nats-server's
+    # cycle checks when it adds one (a config's cycles are refused with the config, check_config)
+    services: dict[str, list[tuple[str, str, str]]] = {}
+    streams: dict[str, list[tuple[str, str, str]]] = {}
     for name, acc in accounts.items():
         cfg = confs.get(name)
         mappings = list(cfg.mappings) if cfg is not None else []
@@ -736,18 +740,34 @@ def install(accounts: dict[str, Account], opts: Options, confs: dict[str, Accoun
             _mapped_routes(acc, links.mapper)
             for m in mappings:
                 links._own(m.src, Interest())
-        if cfg is None:
-            continue
+    done: set[str] = set()
+
+    def add_imports(name: str) -> None:
+        """One account's imports; in operator mode each exporter's own first, as nats-server loads the
+        account an import names before adding it (which decides which import of a cycle is refused)."""
+        acc, cfg = accounts.get(name), confs.get(name)
+        if name in done or acc is None or cfg is None:
+            return
+        done.add(name)
         for sv in cfg.service_imports:
-            if jwt_mode and not _located(accounts, missing, sv.account, sv.subject, "service"):
+            if jwt_mode:
+                add_imports(sv.account)
+                if not _located(accounts, missing, sv.account, sv.subject, "service"):
+                    continue
+            local = untokenize(sv.to or sv.subject)
+            if jwt_mode and _service_cycle(services, {name}, sv.account, local):
+                log.debug("Error adding service import to account [%s]: import forms a cycle", trace_label(cfg))
                 continue
-            if _add_service_import(accounts, confs, acc, sv, jwt_mode) and sv.token:
-                expires.append(activation_expiry(sv.token))
+            if _add_service_import(accounts, confs, acc, sv, jwt_mode):
+                services.setdefault(name, []).append((sv.account, local, sv.subject))
+                if sv.token:
+                    expires.append(activation_expiry(sv.token))
         for si in cfg.stream_imports:
-            exp = accounts.get(si.account)
-            ec = confs.get(si.account)
-            if jwt_mode and not _located(accounts, missing, si.account, si.subject, "stream"):
-                continue
+            if jwt_mode:
+                add_imports(si.account)
+                if not _located(accounts, missing, si.account, si.subject, "stream"):
+                    continue
+            exp, ec = accounts.get(si.account), confs.get(si.account)
             if exp is None or ec is None or _export_auth(ec.exports, "stream", name, si.subject, si.token,
                                                          ec) is None:
                 _refused(cfg, si.subject, si.account, "stream", jwt_mode)
@@ -756,9 +776,18 @@ def install(accounts: dict[str, Account], opts: Options, confs: dict[str, Accoun
                 log.debug("Error adding stream import to account [%s]: stream import prefix can not contain "
                           "wildcard tokens", trace_label(cfg))
                 continue
-            ex_links(acc).stream_imports.append(StreamImportRule(exp, si))
+            rule = StreamImportRule(exp, si)
+            if jwt_mode and (_stream_cycle(confs, streams, name, si.account, rule.to) or
+                             _stream_cycle(confs, streams, name, si.account, si.subject)):
+                log.debug("Error adding stream import to account [%s]: import forms a cycle", trace_label(cfg))
+                continue
+            streams.setdefault(name, []).append((si.account, rule.to, si.subject))
+            ex_links(acc).stream_imports.append(rule)
             if si.token:
                 expires.append(activation_expiry(si.token))
+
+    for name in list(accounts):
+        add_imports(name)
     for acc in accounts.values():  # subscriptions made before (a reload) get their shadows
         links = acc.links
         if links is not None and links.stream_imports:

@@ -324,3 +324,49 @@ def test_accountz_lists_jwt_imports_exports_and_mappings_alike(start_server: Cal
     assert mappings["cl.a"] == [{"subject": "cl.a", "weight": 100},
                                 {"subject": "cl.elsewhere", "weight": 100, "cluster": "other"}]
     assert any(i.get("local_subject") == "sw.*.*" for i in docs["edged"][1][1])
+
+
+async def cycle(srv: ServerProcess, creds: dict[str, str]) -> dict:
+    na = await _connect(srv, creds["A"])  # first: nats-server loads A, and through its imports B
+    nb = await _connect(srv, creds["B"])
+    out: dict[str, Any] = {}
+    try:
+        got: dict[str, list] = {"A": [], "B": []}
+        await _collect(na, "pub.>", got["A"])
+        await _collect(nb, "pub.>", got["B"])
+
+        async def respond(m: Any) -> None:
+            await m.respond(m.subject.encode())
+        await na.subscribe("svc.a", cb=respond)
+        await nb.subscribe("svc.b", cb=respond)
+        await _settle(na, nb)
+        await na.publish("pub.x", b"")
+        await nb.publish("pub.y", b"")
+        out["A asks svc.b"], out["B asks svc.a"] = await _ask(na, "svc.b"), await _ask(nb, "svc.a")
+        await _settle(na, nb)
+        out["streams"] = {k: sorted(v) for k, v in got.items()}
+    finally:
+        await na.close()
+        await nb.close()
+    return out
+
+
+def test_an_import_cycle_is_cut_where_nats_server_cuts_it(start_server: Callable[..., ServerProcess]) -> None:
+    """A and B import each other's services and streams: the import that closes the cycle is refused (A's,
+    whose exporter B is loaded first), logged as nats-server logs it, and the rest works the same."""
+    j = JwtAccounts(tempfile.mkdtemp(prefix="jwtcyc-"))
+    both = [{"subject": "svc.>", "type": "service"}, {"subject": "pub.>", "type": "stream"}]
+    j.add("A", exports=both, imports=[{"account": j.pk("B"), "subject": "svc.>", "type": "service"},
+                                      {"account": j.pk("B"), "subject": "pub.>", "type": "stream"}])
+    j.add("B", exports=both, imports=[{"account": j.pk("A"), "subject": "svc.>", "type": "service"},
+                                      {"account": j.pk("A"), "subject": "pub.>", "type": "stream"}])
+    creds = {n: j.creds(n) for n in "AB"}
+    res, logs = {}, {}
+    for kind in KINDS:
+        srv = start_server(kind, ["-D"], config=j.config())
+        res[kind] = run(cycle(srv, creds), timeout=30)
+        logs[kind] = {ln.split("] ", 2)[-1] for ln in srv.log_tail(200_000).splitlines() if "forms a cycle" in ln}
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"] == {"A asks svc.b": "no responders", "B asks svc.a": "svc.a",
+                            "streams": {"A": [("pub.x", "")], "B": [("pub.x", ""), ("pub.y", "")]}}
+    assert logs["edged"] == logs["nats-server"] and len(logs["edged"]) == 2, logs
