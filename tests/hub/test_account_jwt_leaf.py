@@ -6,6 +6,7 @@ user's `.creds`. The scenario is the config-path one (tests/hub/test_accounts_im
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -15,8 +16,10 @@ import nats
 from tests.hub.test_accounts_cross_domain import _hub_js
 from tests.hub.test_accounts_cross_domain import _scenario as js_scenario
 from tests.hub.test_accounts_imports_leaf import scenario
+from tests.interop.test_account_jwt_update_diff import _accounts as update_accounts
+from tests.interop.test_account_jwt_update_diff import _ask
 from tests.jetstream.test_js_jwt_cross_account_diff import seed_accounts
-from tests.support.aio import run
+from tests.support.aio import eventually, run
 from tests.support.jwtaccounts import JwtAccounts
 from tests.support.leaf import Hub
 from tests.support.servers import ServerProcess
@@ -92,3 +95,72 @@ def test_seed_jwt_accounts_pull_and_ack_through_the_leaf_like_nats_server(
     assert res["edged"] == res["nats-server"]
     assert res["edged"]["pulled"] == [("agg.0", "m0", ""), ("agg.1", "m1", "")]
     assert res["edged"]["consumer"] == (2, 2, 0, 1) and res["edged"]["info"] == "503"
+
+
+def test_an_account_jwt_pushed_on_the_hub_reaches_the_leaf_like_nats_server(
+        hub_bin: str, start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess]) -> None:
+    """A system account user on the hub pushes a new JWT of B on `$SYS.REQ.ACCOUNT.<B>.CLAIMS.UPDATE`; the
+    leaf's system account is linked, so the leaf gets the push too, answers it, and applies B's new import."""
+    before, after = update_accounts()
+    creds = {"A": before.creds("A"), "B": before.creds("B"), "SYS": before.creds("SYS")}
+    res = {}
+    for kind in ("nats-server", "edged"):
+        hub = start_hub(hub_bin, "server_name: hub1\nleafnodes { port: $LEAF_PORT }\n" + before.config("A", "B"))
+        remotes = "\n".join(f'    {{ urls: ["nats://127.0.0.1:{hub.leaf_port}"], credentials: "{creds[u]}", '
+                            f'account: {before.pk(u)} }}' for u in ("SYS", "A", "B"))
+        conf = f"server_name: leaf1\nleafnodes {{\n  reconnect: 1\n  remotes: [\n{remotes}\n  ]\n}}\n" + \
+            before.config("A", "B")
+        leaf = start_server(kind, config=conf, workdir=tempfile.mkdtemp(prefix="leaf-"))
+        res[kind] = run(_push_through_hub(hub, leaf, before, after, creds), timeout=60)
+        leaf.stop()
+        hub.stop()
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["answered by"] == [("hub1", 200, "jwt updated"), ("leaf1", 200, "jwt updated")]
+    assert res["edged"]["before"] == "no responders" and res["edged"]["after"] == "svc.a"
+
+
+async def _push_through_hub(hub: Hub, leaf: ServerProcess, before: JwtAccounts, after: JwtAccounts,
+                            creds: dict[str, str]) -> dict:
+    out: dict[str, Any] = {}
+    la = await nats.connect(leaf.url, user_credentials=creds["A"])
+    lb = await nats.connect(leaf.url, user_credentials=creds["B"])
+    hs = await nats.connect(hub.url, user_credentials=creds["SYS"])
+    try:
+        async def echo(m: Any) -> None:
+            await m.respond(m.subject.encode())
+        await la.subscribe("svc.>", cb=echo)
+        await la.flush()
+
+        async def old_import() -> bool:  # B's import of svc.old, on the leaf
+            return await _ask(lb, "svc.old") == "svc.old"
+        await eventually(old_import, 10, "the leaf's links")
+        out["before"] = await _ask(lb, "my.a")
+        inbox = hs.new_inbox()
+        sub = await hs.subscribe(inbox)
+        await hs.flush()
+
+        async def leaf_listens() -> bool:  # the leaf's CLAIMS.UPDATE subscription reached the hub
+            await hs.publish(f"$SYS.REQ.ACCOUNT.{before.pk('B')}.CLAIMS.UPDATE", before.jwt("B").encode(),
+                             reply=inbox)
+            names = set()
+            try:
+                while True:
+                    names.add(json.loads((await sub.next_msg(timeout=0.5)).data)["server"]["name"])
+            except nats.errors.TimeoutError:
+                return "leaf1" in names
+        await eventually(leaf_listens, 10, "the leaf's system account subscriptions on the hub")
+        await hs.publish(f"$SYS.REQ.ACCOUNT.{before.pk('B')}.CLAIMS.UPDATE", after.jwt("B").encode(), reply=inbox)
+        answers = []
+        for _ in range(2):
+            r = json.loads((await sub.next_msg(timeout=5)).data)
+            answers.append((r["server"]["name"], r["data"]["code"], r["data"]["message"]))
+        out["answered by"] = sorted(answers)
+
+        async def new_import() -> bool:
+            return await _ask(lb, "my.a") == "svc.a"
+        await eventually(new_import, 10, "B's new import on the leaf")
+        out["after"] = await _ask(lb, "my.a")
+    finally:
+        for nc in (la, lb, hs):
+            await nc.close()
+    return out
