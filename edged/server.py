@@ -72,6 +72,8 @@ class Server:
         self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
         self.reloads = 0
         self.config_load_time = time.time()
+        self._activation_timer: asyncio.TimerHandle | None = None  # the first activation token to run out
+        self._activation_at = 0.0
         self._build_accounts()
         self.jetstream: Any = None
         self.leafnodes: Any = None
@@ -99,31 +101,30 @@ class Server:
         sysname = self.system_account_name
         if sysname and sysname not in self.accounts:
             self.accounts[sysname] = self._account(sysname)
+        self._install_imports()
+
+    def _install_imports(self) -> None:
+        """Every account's imports, exports and mappings (in operator mode the account JWTs', on the same
+        path as the config's), applied again when the first activation token in use runs out, which drops
+        that import (nats-server's activationExpired)."""
         from edged.imports import install
 
         auth = self.authenticator
-        # operator mode: the account JWTs' imports, exports and mappings, on the same path as the config's
         confs = auth.account_configs() if auth.operator_mode else None
         self._watch_activations(install(self.accounts, self.opts, confs, auth.invalid_accounts))
 
     def _watch_activations(self, at: float) -> None:
-        """Apply the imports again when the first activation token in use runs out, which drops that
-        import (nats-server's activationExpired)."""
-        timer = getattr(self, "_activation_timer", None)
-        if timer is not None:
-            timer.cancel()
-        self._activation_timer: asyncio.TimerHandle | None = None
+        if self._activation_timer is not None:
+            self._activation_timer.cancel()
+            self._activation_timer = None
         self._activation_at = at
         if at > 0 and self.loop is not None:
-            self._activation_timer = self.loop.call_later(max(0.0, at - time.time()) + 0.05, self._activations_run_out)
+            self._activation_timer = self.loop.call_later(max(0.0, at - time.time()) + 0.05, self._run_out)
 
-    def _activations_run_out(self) -> None:
-        from edged.imports import install
-
-        auth = self.authenticator
+    def _run_out(self) -> None:
+        self._activation_timer = None
         log.debug("An activation token ran out: applying account imports again")
-        self._watch_activations(install(self.accounts, self.opts, auth.account_configs() if auth.operator_mode
-                                        else None, auth.invalid_accounts))
+        self._install_imports()
 
     def update_account_claims(self, pub: str, token: str) -> str:
         """Apply an account JWT pushed to the server (`Authenticator.update_account_jwt`): the account's
