@@ -41,6 +41,7 @@ class AuthError(Exception):
     """Authentication failed; `reason` is for the log, `client_text` is what the client is told."""
 
     client_text = "Authorization Violation"
+    revoked = False  # the account JWT revokes the user (told as such to a client already connected)
 
     def __init__(self, reason: str, client_text: str | None = None) -> None:
         super().__init__(reason)
@@ -335,7 +336,9 @@ class Authenticator:
         for key in (user_pub, "*"):
             ts = revoked.get(key)
             if ts is not None and int(claims.get("iat") or 0) <= int(ts):
-                raise AuthError(f"user {user_pub} has been revoked")
+                err = AuthError(f"user {user_pub} has been revoked")
+                err.revoked = True
+                raise err
         if not n.get("bearer_token"):
             if not nonce:
                 raise AuthError("no nonce was sent for JWT authentication")

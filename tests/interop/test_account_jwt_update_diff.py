@@ -214,3 +214,47 @@ def test_account_jwts_pushed_on_claims_update_like_nats_server(start_server: Cal
                                                                                 "no responders"]
     assert r["untrusted"][1]["description"] == "jwt update resulted in error - account validation failed"
     assert r["unknown account"][0]["message"] == "jwt update skipped"
+
+
+async def revoke_scenario(srv: ServerProcess, j: JwtAccounts, creds: dict[str, str], revoking: str) -> dict:
+    closed = asyncio.Event()
+
+    async def on_err(e: Exception) -> None:
+        return None
+
+    async def on_closed() -> None:
+        closed.set()
+
+    kept = await nats.connect(srv.url, user_credentials=creds["B2"])
+    b = await nats.connect(srv.url, user_credentials=creds["B"], error_cb=on_err, closed_cb=on_closed,
+                           allow_reconnect=False)
+    sys_ = await nats.connect(srv.url, user_credentials=creds["SYS"])
+    try:
+        r = json.loads((await sys_.request(f"$SYS.REQ.ACCOUNT.{j.pk('B')}.CLAIMS.UPDATE", revoking.encode(),
+                                           timeout=2)).data)
+        await asyncio.wait_for(closed.wait(), 5)
+        # nats-py keeps a server's -ERR as the connection's last error (its error callback is not called)
+        return {"answer": r.get("data"), "error": str(b.last_error).lower(), "other user connected": kept.is_connected}
+    finally:
+        for nc in (kept, b, sys_):
+            await nc.close()
+
+
+def test_a_pushed_account_jwt_revoking_a_user_disconnects_it_like_nats_server(
+        start_server: Callable[..., ServerProcess]) -> None:
+    from edged import jwt as jwtmod
+    from edged.creds import read_creds_file
+
+    before, _ = _accounts()
+    creds = {"B": before.creds("B"), "B2": before.creds("B", "b2"), "SYS": before.creds("SYS")}
+    user = jwtmod.decode(read_creds_file(creds["B"])[0])["sub"]
+    revoking = before.variant()
+    revoking.claims["A"], revoking.claims["B"] = before.claims["A"], dict(before.claims["B"])
+    revoking.claims["B"]["revocations"] = {user: int(time.time()) + 5}
+    res = {}
+    for kind in KINDS:
+        srv = start_server(kind, config=before.config("A", "B"))
+        res[kind] = run(revoke_scenario(srv, before, creds, revoking.jwt("B")), timeout=30)
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"]["error"] == "nats: user authentication revoked", res
+    assert res["edged"]["other user connected"]
