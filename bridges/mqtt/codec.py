@@ -87,7 +87,7 @@ class MQTTProtocolError(Exception):
 
 def encode_varint(n: int) -> bytes:
     """The spec's variable byte integer (1..4 bytes, 0..268435455)."""
-    if n < 128:
+    if 0 <= n < 128:
         return _SMALL_VARINTS[n]
     if n > MAX_VARINT or n < 0:
         raise ValueError(f"variable byte integer out of range: {n}")
