@@ -710,3 +710,27 @@ def test_damaged_packets_raise_only_protocol_errors(case: tuple[int, list[Packet
 
 def test_max_packet_size_default_is_the_protocol_maximum() -> None:
     assert MAX_PACKET_SIZE == 268_435_460
+
+
+@pytest.mark.parametrize(
+    ("raw", "rc"),
+    [
+        (b"\x36\x05\x00\x03a/b", ReasonCode.MALFORMED_PACKET),  # QoS 3
+        (b"\x32\x07\x00\x03a/b\x00\x00", ReasonCode.PROTOCOL_ERROR),  # packet id 0
+        (b"\x38\x05\x00\x03a/b", ReasonCode.MALFORMED_PACKET),  # DUP on QoS 0
+        (b"\x32\x06\x00\x03a/b\x00", ReasonCode.MALFORMED_PACKET),  # packet id cut short
+        (b"\x30\x04\x00\x03a/", ReasonCode.MALFORMED_PACKET),  # topic runs past the packet
+    ],
+)
+def test_a_topic_seen_before_gets_the_same_checks(raw: bytes, rc: int) -> None:
+    d = server_decoder(4)
+    assert d.feed(encode(Publish("a/b", b"x"), 4) * 2) == [Publish("a/b", b"x")] * 2
+    assert error_of(d, raw).reason_code == rc
+
+
+def test_a_topic_seen_before_with_properties_in_mqtt5() -> None:
+    d = server_decoder(5)
+    plain = Publish("a/b", b"1", 1, packet_id=1)
+    with_props = Publish("a/b", b"2", 1, packet_id=2, properties=Properties(user_properties=[("k", "v")]))
+    assert d.feed(encode(plain, 5) + encode(with_props, 5) + encode(plain, 5)) == [plain, with_props, plain]
+    assert error_of(d, b"\x30\x04\x00\x03a/b").reason_code == ReasonCode.MALFORMED_PACKET  # no property length
