@@ -44,7 +44,7 @@ test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 -q -m '' $(RERUNS) $(PYTEST_ARGS)
 
 $(VENV)/.installed-bench: $(VENV)/.installed-test pyproject.toml
-	$(BIN)/pip install -q -e '.[test,spark,speed]'
+	$(BIN)/pip install -q -e '.[test,spark,speed,bench]'
 	touch $@
 
 # benchmarks run with uvloop (extra `speed`), as a production install would
