@@ -46,7 +46,7 @@ def encode_ns(level: int, qos: int, n: int = 20_000) -> float:
     props = EMPTY_PROPERTIES if level == 5 else None
 
     def go() -> None:
-        for i in range(n):
+        for _ in range(n):
             encode_publish(topic, PAYLOAD, qos, 7, False, False, props)
 
     return _best(go, n)
