@@ -639,7 +639,7 @@ def _decoder_for(side: str, level: int) -> MQTTDecoder:
     return MQTTDecoder() if side == "client" else client_decoder(level)
 
 
-_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---- properties ----
