@@ -975,7 +975,8 @@ def encode_publish(
 ) -> bytes:
     """A PUBLISH from bytes, no Publish object: the hot path. `properties` is the MQTT 5 property block
     (`encode_properties(...)` or EMPTY_PROPERTIES); None below MQTT 5."""
-    first = 0x30 | (qos << 1) | (8 if dup else 0) | (1 if retain else 0)
+    # DUP is for QoS 1 and 2 only [MQTT-3.3.1-2]: a message downgraded to QoS 0 loses it
+    first = 0x30 | (qos << 1) | (8 if dup and qos else 0) | (1 if retain else 0)
     tl = len(topic)
     n = 2 + tl + len(payload)
     if qos:

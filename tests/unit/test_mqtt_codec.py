@@ -734,3 +734,10 @@ def test_a_topic_seen_before_with_properties_in_mqtt5() -> None:
     with_props = Publish("a/b", b"2", 1, packet_id=2, properties=Properties(user_properties=[("k", "v")]))
     assert d.feed(encode(plain, 5) + encode(with_props, 5) + encode(plain, 5)) == [plain, with_props, plain]
     assert error_of(d, b"\x30\x04\x00\x03a/b").reason_code == ReasonCode.MALFORMED_PACKET  # no property length
+
+
+def test_dup_is_left_out_of_a_qos_0_publish() -> None:
+    # a resent message downgraded to QoS 0 must not carry DUP [MQTT-3.3.1-2]
+    raw = encode(Publish("t", b"x", 0, dup=True), 4)
+    assert raw[0] == 0x30
+    assert server_decoder(4).feed(raw) == [Publish("t", b"x")]
