@@ -1,0 +1,136 @@
+"""The bridge against a real mosquitto: each kind of rule, with a paho-mqtt subscriber or publisher on the
+broker side and nats-py on edged's side."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import nats
+
+from tests.support.aio import eventually, run, until
+from tests.support.mosquitto import Mosquitto, Subscriber, publish
+from tests.support.servers import ServerProcess, free_port
+
+
+def bridge_conf(broker: Mosquitto, body: str, extra: str = "", name: str = "cloud") -> str:
+    return f"""
+server_name: edge1
+jetstream {{ store_dir: "{tempfile.mkdtemp(prefix='js-')}" }}
+edged {{
+  mqtt_bridge [
+    {{ name: {name}, url: "{broker.url}", keepalive: "5s", max_inflight: 20
+       {extra}
+       {body} }}
+  ]
+}}
+"""
+
+
+def jsz(p: ServerProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.http_port}/jsz", timeout=5) as r:
+        return json.loads(r.read())  # type: ignore[no-any-return]
+
+
+def test_out_from_subject(mosquitto: Callable[..., Mosquitto], start_server: Callable[..., ServerProcess]) -> None:
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "site1/#")
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=bridge_conf(
+        broker, 'out: [ { subject: "telemetry.*.temp", topic: "site1/{{wildcard(1)}}/t", qos: 1 } ]'),
+        http_port=free_port())
+
+    async def main() -> None:
+        nc = await nats.connect(p.url)
+        await eventually(lambda: _connected(p), 10, "the bridge connects")
+        for i in range(20):
+            await nc.publish(f"telemetry.dev{i % 2}.temp", b"%d" % i)
+        await nc.publish("telemetry.dev0.other", b"not forwarded")
+        await nc.flush()
+        await until(lambda: len(sub.messages()) >= 20, 10)
+        await nc.close()
+
+    try:
+        run(main())
+        got = sub.messages()
+        assert [(t, pl) for t, pl, _ in got] == [(f"site1/dev{i % 2}/t", b"%d" % i) for i in range(20)]
+    finally:
+        sub.close()
+
+
+async def _connected(p: ServerProcess) -> bool:
+    return bool(jsz(p)["mqtt_bridges"][0]["connected"])
+
+
+def test_out_from_stream_in_order_with_ack(mosquitto: Callable[..., Mosquitto],
+                                           start_server: Callable[..., ServerProcess]) -> None:
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "up/#", qos=1)
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=bridge_conf(
+        broker, 'out: [ { stream: TELE, topic: "up/$1", qos: 1, filter_subject: "tele.*" } ]'),
+        http_port=free_port())
+
+    async def main() -> dict[str, Any]:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="TELE", subjects=["tele.*"])
+        for i in range(200):
+            await js.publish("tele.a", b"%d" % i)
+        await until(lambda: len(sub.messages()) >= 200, 20)
+        ci = await eventually(lambda: _acked(js, 200), 10, "every message acked")
+        await nc.close()
+        return ci
+
+    try:
+        run(main())
+        assert sub.payloads() == [b"%d" % i for i in range(200)]
+        b = jsz(p)["mqtt_bridges"][0]
+        assert b["connected"] and b["out"][0]["pending"] == 0 and b["out"][0]["forwarded"] == 200
+    finally:
+        sub.close()
+
+
+async def _acked(js: Any, n: int) -> Any:
+    ci = await js.consumer_info("TELE", "mqtt_bridge_cloud_0")
+    return ci if ci.ack_floor.stream_seq == n and ci.num_ack_pending == 0 else None
+
+
+def test_in_to_subject_and_stream(mosquitto: Callable[..., Mosquitto],
+                                  start_server: Callable[..., ServerProcess]) -> None:
+    broker = mosquitto()
+    p = start_server("edged", config=bridge_conf(
+        broker, 'in: [ { topic: "cmd/+/set", subject: "cmd.$1", qos: 1 },'
+                ' { topic: "cfg/#", subject: "cfg.>", stream: CFG, qos: 1 } ]'), http_port=free_port())
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="CFG", subjects=["cfg.>"])
+        got: list[Any] = []
+
+        async def on_cmd(m: Any) -> None:
+            got.append((m.subject, m.data))
+
+        await nc.subscribe("cmd.*", cb=on_cmd)
+        await nc.flush()
+        await eventually(lambda: _connected(p), 10, "the bridge connects")
+        publish(broker.port, "cmd/dev1/set", [b"on", b"off"])
+        publish(broker.port, "cfg/a/b", [b"%d" % i for i in range(50)])
+        await until(lambda: len(got) >= 2, 10)
+        await eventually(lambda: _stored(js, 50), 10, "stored")
+        sub = await js.pull_subscribe("cfg.>", "check", stream="CFG")
+        msgs = await sub.fetch(50, timeout=5)
+        await nc.close()
+        return got, [(m.subject, m.data) for m in msgs]
+
+    got, stored = run(main())
+    assert got == [("cmd.dev1", b"on"), ("cmd.dev1", b"off")]
+    assert stored == [("cfg.a.b", b"%d" % i) for i in range(50)]
+
+
+async def _stored(js: Any, n: int) -> bool:
+    return bool((await js.stream_info("CFG")).state.messages == n)
