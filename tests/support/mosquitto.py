@@ -3,6 +3,7 @@ subscriber that records what the broker delivers, for the upstream bridge's test
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -40,7 +41,9 @@ class Mosquitto:
         lines = [f"listener {self.port} 127.0.0.1", f"persistence {'true' if persistence else 'false'}",
                  f"persistence_location {self.workdir}/", "autosave_interval 1", "autosave_on_changes true",
                  "log_dest stderr", "log_type error", "log_type warning", "log_type notice",
-                 "max_queued_messages 0", "max_inflight_messages 0", "set_tcp_nodelay true"]
+                 "max_queued_messages 0", "max_inflight_messages 20", "set_tcp_nodelay true",
+                 # run as root, mosquitto drops to user `mosquitto`, which cannot write the persistence file here
+                 f"user {getpass.getuser()}"]
         if users:
             pw = os.path.join(self.workdir, "passwd")
             Path(pw).write_text("")
