@@ -176,8 +176,10 @@ class StreamForward:
                 else:
                     cfg = {}
             if cfg:
-                await self.js.api(f"CONSUMER.CREATE.{r.stream}.{r.durable}",
-                                  {"stream_name": r.stream, "config": cfg, "action": ""})
+                info = await self.js.api(f"CONSUMER.CREATE.{r.stream}.{r.durable}",
+                                         {"stream_name": r.stream, "config": cfg, "action": ""})
+            assert info is not None
+            self.pending = int(info.get("num_pending") or 0)
             self.fifo.clear()
             self.last_sseq = 0
             self.ready = True

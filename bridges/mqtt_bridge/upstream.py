@@ -75,6 +75,7 @@ class Upstream:
         self.gen = 0
         self.url = ""
         self.stopping = False
+        self._refused = ""  # the broker's CONNACK refusal, reported with the disconnection that follows
         c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
                         clean_session=None if self.v5 else opts.clean_session,
                         protocol=mqtt.MQTTv5 if self.v5 else mqtt.MQTTv311, manual_ack=True)
@@ -141,8 +142,8 @@ class Upstream:
             pass  # the loop is closed: edged is exiting
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
-        if rc.is_failure:
-            self._post(self.events.on_disconnected, f"connect refused: {rc}")
+        if rc.is_failure:  # paho closes the connection next: on_disconnect says why
+            self._refused = f"connect refused by {self.url}: {rc}"
             return
         self.gen += 1
         if self.subscriptions:
@@ -158,7 +159,8 @@ class Upstream:
             self._aim()
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
-        self._post(self.events.on_disconnected, f"disconnected from {self.url}: {rc}")
+        why, self._refused = self._refused or f"disconnected from {self.url}: {rc}", ""
+        self._post(self.events.on_disconnected, why)
         if len(self.targets) > 1 and not self.stopping:
             self._aim()
 

@@ -34,7 +34,7 @@ class Mosquitto:
     tests/support/certs.py (a TLS listener with the test server cert)."""
 
     def __init__(self, persistence: bool = True, users: dict[str, str] | None = None,
-                 tls: dict[str, str] | None = None) -> None:
+                 tls: dict[str, str] | None = None, require_certificate: bool = False) -> None:
         self.port = free_port()
         self.workdir = tempfile.mkdtemp(prefix="mosquitto-")
         self.log_path = os.path.join(self.workdir, "mosquitto.log")
@@ -54,15 +54,17 @@ class Mosquitto:
             lines += ["allow_anonymous true"]
         if tls:
             lines += [f"cafile {tls['ca']}", f"certfile {tls['server_cert']}", f"keyfile {tls['server_key']}",
-                      "require_certificate false"]
+                      f"require_certificate {'true' if require_certificate else 'false'}"]
         self.conf = os.path.join(self.workdir, "mosquitto.conf")
         Path(self.conf).write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen | None = None
         self._log: Any = None
 
+        self.tls = bool(tls)
+
     @property
     def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
+        return f"{'mqtts' if self.tls else 'mqtt'}://127.0.0.1:{self.port}"
 
     def start(self) -> Mosquitto:
         self._log = open(self.log_path, "ab")
@@ -121,7 +123,7 @@ class Subscriber:
         if username:
             self.c.username_pw_set(username, password)
         if tls:
-            self.c.tls_set(ca_certs=tls["ca"])
+            self.c.tls_set(ca_certs=tls["ca"], certfile=tls.get("client_cert"), keyfile=tls.get("client_key"))
         self.c.reconnect_delay_set(1, 1)
         self.c.on_connect = self._on_connect
         self.c.on_message = self._on_message
