@@ -134,3 +134,49 @@ def test_in_to_subject_and_stream(mosquitto: Callable[..., Mosquitto],
 
 async def _stored(js: Any, n: int) -> bool:
     return bool((await js.stream_info("CFG")).state.messages == n)
+
+
+def test_missing_streams_are_clear_errors_until_created(mosquitto: Callable[..., Mosquitto],
+                                                        start_server: Callable[..., ServerProcess]) -> None:
+    """An out rule's stream that does not exist: the log and /jsz say so, and forwarding starts once it is
+    created. An in rule's stream that does not exist: the message is not acknowledged upstream (nor lost)
+    and is stored once the stream is there."""
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "up/#")
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=bridge_conf(
+        broker, 'out: [ { stream: NOPE, topic: "up/$1" } ], in: [ { topic: "cfg/#", subject: "cfg.>", stream: CFG } ]'),
+        http_port=free_port())
+
+    async def main() -> list[bytes]:
+        await eventually(lambda: _connected(p), 10, "the bridge connects")
+        b = await eventually(lambda: _out_error(p), 10, "the missing stream is reported")
+        assert b["out"][0]["last_error"] == "stream 'NOPE' not found" and not b["out"][0]["ready"]
+        assert "out rule from stream NOPE: stream 'NOPE' not found" in p.log_tail()
+        publish(broker.port, "cfg/x", [b"kept"])
+        await eventually(lambda: _in_error(p), 10, "the in rule's store failure is reported")
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="CFG", subjects=["cfg.>"])
+        await js.add_stream(name="NOPE", subjects=["nope.*"])
+        await js.publish("nope.a", b"now")
+        await until(lambda: sub.payloads() == [b"now"], 15)
+        await eventually(lambda: _stored(js, 1), 10, "the held message is stored")
+        psub = await js.pull_subscribe("cfg.>", "check", stream="CFG")
+        msgs = await psub.fetch(1, timeout=5)
+        await nc.close()
+        return [m.data for m in msgs]
+
+    try:
+        assert run(main()) == [b"kept"]
+    finally:
+        sub.close()
+
+
+async def _out_error(p: ServerProcess) -> dict[str, Any] | None:
+    b = jsz(p)["mqtt_bridges"][0]
+    return b if b["out"][0]["last_error"] else None
+
+
+async def _in_error(p: ServerProcess) -> bool:
+    return "not stored in stream CFG" in jsz(p)["mqtt_bridges"][0]["in"][0]["last_error"]
