@@ -39,6 +39,7 @@ class _In:
     gen: int
     mid: int
     qos: int
+    rule: int = -1
     done: bool = False
 
 
@@ -62,9 +63,9 @@ class Inbound:
             t.cancel()
 
     def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int) -> None:
-        entry = _In(gen, mid, qos)
-        self.fifo.append(entry)
         i = next((i for i, r in enumerate(self.rules) if topic_matches_sub(r.topic, topic)), -1)
+        entry = _In(gen, mid, qos, i)
+        self.fifo.append(entry)
         if i < 0:  # a subscription of an earlier configuration, kept by the broker's session
             entry.done = True
             self._release()
@@ -124,5 +125,5 @@ class Inbound:
     def status(self) -> list[dict[str, Any]]:
         return [{"topic": r.topic, "subject": r.subject, "stream": r.stream, "qos": r.qos,
                  "received": self.received[i], "delivered": self.delivered[i], "dropped": self.dropped[i],
-                 "in_flight": sum(1 for _ in self.fifo), "last_error": self.last_error[i]}
+                 "in_flight": sum(1 for e in self.fifo if e.rule == i), "last_error": self.last_error[i]}
                 for i, r in enumerate(self.rules)]

@@ -76,9 +76,14 @@ class JSClient:
             self.ic.unsubscribe(sub)
 
     async def api(self, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        hdr, payload = await self.request(f"{self.prefix}.{op}", _encode(body) if body is not None else b"")
+        try:
+            hdr, payload = await self.request(f"{self.prefix}.{op}", _encode(body) if body is not None else b"")
+        except JSError as e:
+            if e.err_code == 503:
+                raise JSError(f"JetStream is not enabled for account {self.ic.account.name}", 503) from None
+            raise
         if status_of(hdr) == 503:
-            raise JSError("JetStream is not enabled for the bridge's account", 503)
+            raise JSError(f"JetStream is not enabled for account {self.ic.account.name}", 503)
         resp = _decode(payload)
         err = resp.get("error") if isinstance(resp, dict) else None
         if err:

@@ -104,7 +104,7 @@ def test_in_to_subject_and_stream(mosquitto: Callable[..., Mosquitto],
     broker = mosquitto()
     p = start_server("edged", config=bridge_conf(
         broker, 'in: [ { topic: "cmd/+/set", subject: "cmd.$1", qos: 1 },'
-                ' { topic: "cfg/#", subject: "cfg.>", stream: CFG, qos: 1 } ]'), http_port=free_port())
+                ' { topic: "cfg/#", subject: "cfg.>", stream: CFG, qos: 2 } ]'), http_port=free_port())
 
     async def main() -> tuple[list[Any], list[Any]]:
         nc = await nats.connect(p.url)
@@ -119,7 +119,7 @@ def test_in_to_subject_and_stream(mosquitto: Callable[..., Mosquitto],
         await nc.flush()
         await eventually(lambda: _connected(p), 10, "the bridge connects")
         publish(broker.port, "cmd/dev1/set", [b"on", b"off"])
-        publish(broker.port, "cfg/a/b", [b"%d" % i for i in range(50)])
+        publish(broker.port, "cfg/a/b", [b"%d" % i for i in range(50)], qos=2)
         await until(lambda: len(got) >= 2, 10)
         await eventually(lambda: _stored(js, 50), 10, "stored")
         sub = await js.pull_subscribe("cfg.>", "check", stream="CFG")
