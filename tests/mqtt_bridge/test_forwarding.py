@@ -180,3 +180,73 @@ async def _out_error(p: ServerProcess) -> dict[str, Any] | None:
 
 async def _in_error(p: ServerProcess) -> bool:
     return "not stored in stream CFG" in jsz(p)["mqtt_bridges"][0]["in"][0]["last_error"]
+
+
+def test_failover_to_the_next_url_and_qos0_from_a_stream(mosquitto: Callable[..., Mosquitto],
+                                                         start_server: Callable[..., ServerProcess]) -> None:
+    """The first URL has no broker: the bridge goes on to the next one. A QoS 0 rule from a stream acks each
+    message once paho has written it."""
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "up/#", qos=0)
+    assert sub.subscribed.wait(10)
+    dead = free_port()
+    text = bridge_conf(broker, 'out: [ { stream: TELE, topic: "up/$1", qos: 0 } ]').replace(
+        f'url: "{broker.url}"', f'urls: ["mqtt://127.0.0.1:{dead}", "{broker.url}"], reconnect_max: "1s"')
+    p = start_server("edged", config=text, http_port=free_port())
+
+    async def main() -> None:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="TELE", subjects=["tele.*"])
+        for i in range(30):
+            await js.publish("tele.a", b"%d" % i)
+        await until(lambda: len(sub.payloads()) >= 30, 20)
+        await eventually(lambda: _acked_n(js, 30), 10, "acked")
+        await nc.close()
+
+    try:
+        run(main())
+        assert sub.payloads() == [b"%d" % i for i in range(30)]
+        assert jsz(p)["mqtt_bridges"][0]["connects"] == 1
+    finally:
+        sub.close()
+
+
+async def _acked_n(js: Any, n: int) -> bool:
+    ci = await js.consumer_info("TELE", "mqtt_bridge_cloud_0")
+    return bool(ci.ack_floor.stream_seq == n)
+
+
+def test_in_rule_does_not_feed_an_out_rule_of_the_same_bridge(mosquitto: Callable[..., Mosquitto],
+                                                             start_server: Callable[..., ServerProcess]) -> None:
+    """`in: down/# -> x.>` and `out: x.> -> up/#`: what came from the broker is not sent back to it; a NATS
+    client's publish to x.> is."""
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "up/#")
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=bridge_conf(
+        broker, 'in: [ { topic: "down/#", subject: "x.>" } ], out: [ { subject: "x.>", topic: "up/#" } ]'),
+        http_port=free_port())
+
+    async def main() -> list[Any]:
+        nc = await nats.connect(p.url)
+        got: list[Any] = []
+
+        async def on_x(m: Any) -> None:
+            got.append((m.subject, m.data))
+
+        await nc.subscribe("x.>", cb=on_x)
+        await nc.flush()
+        await eventually(lambda: _connected(p), 10, "the bridge connects")
+        publish(broker.port, "down/a", [b"from the broker"])
+        await until(lambda: got, 10)
+        await nc.publish("x.b", b"from nats")
+        await until(lambda: sub.payloads() and len(got) == 2, 10)
+        await nc.close()
+        return got
+
+    try:
+        assert run(main()) == [("x.a", b"from the broker"), ("x.b", b"from nats")]
+        assert [(t, pl) for t, pl, _ in sub.messages()] == [("up/b", b"from nats")]
+    finally:
+        sub.close()
