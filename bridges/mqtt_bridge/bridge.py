@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from edged.server import Server
 
 TICK_S = 1.0
+DRAIN_S = 2.0
 
 
 def default_client_id(server_name: str, bridge: str) -> str:
@@ -60,10 +61,17 @@ class Bridge(UpstreamEvents):
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def stop(self) -> None:
+        """Take no more from the streams, give what is with the broker up to DRAIN_S to be confirmed and
+        acked (so a clean restart repeats nothing), then disconnect."""
         if self._ticker is not None:
             self._ticker.cancel()
         for f in self.subjects:
             f.stop()
+        for s in self.streams:
+            s.draining = True
+        deadline = time.monotonic() + DRAIN_S
+        while self.connected and any(s.fifo for s in self.streams) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         for s in self.streams:
             s.stop()
         self.inbound.stop()

@@ -11,7 +11,8 @@ when it and every message before it has the broker's PUBACK (QoS 1) / PUBCOMP (Q
 ack floor is so always a prefix of what the broker confirmed. paho keeps unconfirmed QoS 1/2 messages
 across broker outages and sends them again, in order, on the next connection.
 
-At start (and so after a restart or a kill -9) the durable is recreated at its ack floor + 1 when it
+A clean stop takes no more messages and gives those with the broker up to 2 s to be confirmed and acked,
+so a restart repeats nothing. At start (and so after a kill -9) the durable is recreated at its ack floor + 1 when it
 had unacked messages, so they go out again at once, in order, instead of after ack_wait. What may then
 reach the broker twice: the messages the broker confirmed whose ack had not reached the consumer's
 store yet (at most the window, usually the last few); with QoS 1 also a message the broker got while
@@ -120,6 +121,7 @@ class StreamForward:
         self.fifo: deque[_Entry] = deque()
         self.last_sseq = 0  # the highest stream sequence taken in (a lower one again is a redelivery)
         self.ready = False  # the durable exists and is ours
+        self.draining = False  # stopping: no more pulls
         self.pending = 0  # what the consumer still has for us (its num_pending)
         self.forwarded = 0
         self.refused = 0
@@ -233,7 +235,7 @@ class StreamForward:
 
     def pump(self, now: float | None = None) -> None:
         """Ask for as many messages as the window has room for, while the broker is there."""
-        if not self.ready or not self.bridge.connected:
+        if not self.ready or not self.bridge.connected or self.draining:
             return
         now = time.monotonic() if now is None else now
         room = self.window - len(self.fifo)

@@ -165,3 +165,30 @@ def test_edged_killed_and_restarted_mid_stream(mosquitto: Callable[..., Mosquitt
         check(seqs(sub), n, max_replays=1, max_back=None)
     finally:
         sub.close()
+
+
+def test_edged_restarted_mid_stream_repeats_nothing(mosquitto: Callable[..., Mosquitto],
+                                                    start_server: Callable[..., ServerProcess]) -> None:
+    """A clean stop lets what is with the broker be confirmed and acked first: the restart goes on from
+    there, nothing repeated."""
+    broker = mosquitto(persistence=True)
+    sub = Subscriber(broker.port, "up/#", qos=1, client_id="upstream-sub")
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=conf(broker, tempfile.mkdtemp(prefix="js-"), 1), http_port=free_port())
+    n = 1000
+    try:
+        async def main() -> None:
+            await fill(p.url, 0, n // 2)
+            await until(lambda: distinct(sub) >= 50, 30)
+            p.stop()
+            assert distinct(sub) < n // 2, "the stop came too late to be mid-stream"
+            p.start()
+            await fill(p.url, n // 2, n // 2)
+            await until(lambda: distinct(sub) >= n, 60)
+            await eventually(lambda: _drained(p), 10, "the bridge's backlog is empty")
+
+        run(main(), 100)
+        raw = seqs(sub)
+        assert raw == list(range(n)), runs(raw)
+    finally:
+        sub.close()
