@@ -11,13 +11,14 @@ when it and every message before it has the broker's PUBACK (QoS 1) / PUBCOMP (Q
 ack floor is so always a prefix of what the broker confirmed. paho keeps unconfirmed QoS 1/2 messages
 across broker outages and sends them again, in order, on the next connection.
 
-A clean stop takes no more messages and gives those with the broker up to 2 s to be confirmed and acked,
-so a restart repeats nothing. At start (and so after a kill -9) the durable is recreated at its ack floor + 1 when it
-had unacked messages, so they go out again at once, in order, instead of after ack_wait. What may then
-reach the broker twice: the messages the broker confirmed whose ack had not reached the consumer's
-store yet (at most the window, usually the last few); with QoS 1 also a message the broker got while
-its PUBACK was lost to an outage (paho sends it again with DUP set). With MQTT 5 each message carries
-user properties `Nats-Stream` and `Nats-Sequence` so a subscriber can drop those duplicates.
+A clean stop takes no more messages and gives those with the broker up to 2 s to be confirmed and
+acked, so a restart repeats nothing. At start (and so after a kill -9) the durable is recreated at its
+ack floor + 1 when it had unacked messages, so they go out again at once, in order, instead of after
+ack_wait (see `setup`). What may then reach the broker twice: the messages the broker confirmed whose
+ack had not reached the consumer's store yet (at most the window, usually the last few); with QoS 1
+also a message the broker got while its PUBACK was lost to an outage (paho sends it again with DUP
+set). With MQTT 5 each message carries user properties `Nats-Stream` and `Nats-Sequence` so a
+subscriber can drop those duplicates.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ SUBJECT_QUEUE_MAX = 10_000
 ACK_WAIT_NS = 24 * 3600 * 1_000_000_000
 PULL_EXPIRES_NS = 2_000_000_000
 RETRY_S = 2.0
+
+
+def _floor(info: dict[str, Any]) -> int:
+    return int((info.get("ack_floor") or {}).get("stream_seq") or 0)
 
 
 class SubjectForward:
@@ -136,12 +141,15 @@ class StreamForward:
         self._next_try = 0.0
         self._setting_up = False
         self._info_task: asyncio.Task[None] | None = None
+        self.consumer = rule.durable  # the durable in use: `durable` or `durable`_b (see setup)
 
     # ------------------------------------------------------------------ the durable
 
     async def setup(self) -> None:
-        """Find the stream, then make the durable ours: recreated at the ack floor when it had messages
-        out (see the module docstring), created new when there was none."""
+        """Find the stream, then make a durable ours: the existing one when it has nothing out and our
+        settings, else a new one at the ack floor + 1 under the other of the rule's two names (`durable`,
+        `durable`_b), made before the old one is deleted, so a crash in between leaves a consumer to
+        resume from (the one with the higher ack floor), never none."""
         r = self.rule
         self._setting_up = True
         try:
@@ -151,36 +159,35 @@ class StreamForward:
                 if e.err_code == 10059 or "not found" in str(e):
                     raise JSError(f"stream {r.stream!r} not found", 10059) from None
                 raise
+            names = (r.durable, f"{r.durable}_b")
+            found = {n: i for n in names if (i := await self._info(n)) is not None}
+            if len(found) == 2:  # a crash between a create and a delete: keep the one further on
+                low = min(found, key=lambda n: _floor(found[n]))
+                await self.js.api(f"CONSUMER.DELETE.{r.stream}.{low}")
+                del found[low]
             cfg: dict[str, Any] = {
-                "durable_name": r.durable, "ack_policy": "explicit", "ack_wait": ACK_WAIT_NS,
+                "ack_policy": "explicit", "ack_wait": ACK_WAIT_NS,
                 "max_ack_pending": self.window, "max_deliver": -1, "replay_policy": "instant",
-                "description": f"edged mqtt_bridge {self.bridge.opts.name}",
-                "deliver_policy": r.deliver,
+                "description": f"edged mqtt_bridge {self.bridge.opts.name}", "deliver_policy": r.deliver,
             }
             if r.filter_subject:
                 cfg["filter_subject"] = r.filter_subject
-            try:
-                info = await self.js.api(f"CONSUMER.INFO.{r.stream}.{r.durable}")
-            except JSError as e:
-                if e.err_code != 10014:  # consumer not found
-                    raise
-                info = None
-            if info is not None:
-                floor = int((info.get("ack_floor") or {}).get("stream_seq") or 0)
+            if not found:
+                name, info = r.durable, await self._create(r.durable, cfg)
+            else:
+                (name, info), = found.items()
                 old = info.get("config") or {}
                 if (info.get("num_ack_pending") or old.get("filter_subject", "") != r.filter_subject
                         or old.get("ack_wait") != ACK_WAIT_NS or old.get("max_ack_pending") != self.window):
-                    await self.js.api(f"CONSUMER.DELETE.{r.stream}.{r.durable}")
-                    cfg["deliver_policy"] = "by_start_sequence"
-                    cfg["opt_start_seq"] = floor + 1
-                    log.info("mqtt_bridge %s: durable %s resumes after stream sequence %d",
-                             self.bridge.opts.name, r.durable, floor)
-                else:
-                    cfg = {}
-            if cfg:
-                info = await self.js.api(f"CONSUMER.CREATE.{r.stream}.{r.durable}",
-                                         {"stream_name": r.stream, "config": cfg, "action": ""})
-            assert info is not None
+                    floor = _floor(info)
+                    cfg["deliver_policy"], cfg["opt_start_seq"] = "by_start_sequence", floor + 1
+                    other = names[1] if name == names[0] else names[0]
+                    info = await self._create(other, cfg)
+                    await self.js.api(f"CONSUMER.DELETE.{r.stream}.{name}")
+                    name = other
+                    log.info("mqtt_bridge %s: stream %s resumes after sequence %d (durable %s)",
+                             self.bridge.opts.name, r.stream, floor, name)
+            self.consumer = name
             self.pending = int(info.get("num_pending") or 0)
             self.fifo.clear()
             self.last_sseq = 0
@@ -194,6 +201,19 @@ class StreamForward:
             self.fail(f"{type(e).__name__}: {e}")
         finally:
             self._setting_up = False
+
+    async def _info(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.js.api(f"CONSUMER.INFO.{self.rule.stream}.{name}")
+        except JSError as e:
+            if e.err_code != 10014:  # consumer not found
+                raise
+            return None
+
+    async def _create(self, name: str, cfg: dict[str, Any]) -> dict[str, Any]:
+        r = self.rule
+        return await self.js.api(f"CONSUMER.CREATE.{r.stream}.{name}",
+                                 {"stream_name": r.stream, "config": {**cfg, "durable_name": name}, "action": ""})
 
     def fail(self, why: str) -> None:
         if why != self.last_error:
@@ -225,7 +245,7 @@ class StreamForward:
     async def _refresh(self) -> None:
         r = self.rule
         try:
-            info = await self.js.api(f"CONSUMER.INFO.{r.stream}.{r.durable}")
+            info = await self.js.api(f"CONSUMER.INFO.{r.stream}.{self.consumer}")
             self.pending = int(info.get("num_pending") or 0)
         except JSError as e:
             if e.err_code in (10014, 10059):  # the consumer or the stream went away: set up again
@@ -247,8 +267,8 @@ class StreamForward:
         reply = self._pull_reply = f"{self._pull_inbox}.{self._pulls}"
         body = b'{"batch":%d,"expires":%d}' % (room, PULL_EXPIRES_NS)
         r = self.rule
-        if not self.js.ic.publish(f"{self.js.prefix}.CONSUMER.MSG.NEXT.{r.stream}.{r.durable}", body, reply):
-            self.fail(f"consumer {r.durable} on stream {r.stream} does not answer")
+        if not self.js.ic.publish(f"{self.js.prefix}.CONSUMER.MSG.NEXT.{r.stream}.{self.consumer}", body, reply):
+            self.fail(f"consumer {self.consumer} on stream {r.stream} does not answer")
 
     def _on_msg(self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """A delivery (its own subject, the ack subject as reply) or a pull's end (a status message on the
@@ -328,7 +348,7 @@ class StreamForward:
 
     def status(self) -> dict[str, Any]:
         r = self.rule
-        return {"stream": r.stream, "durable": r.durable, "filter_subject": r.filter_subject,
+        return {"stream": r.stream, "durable": self.consumer, "filter_subject": r.filter_subject,
                 "topic": r.topic or "", "qos": r.qos, "ready": self.ready, "pending": self.pending,
                 "in_flight": len(self.fifo), "forwarded": self.forwarded, "refused": self.refused,
                 "last_error": self.last_error}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nats
+from nats.js.api import ConsumerConfig
 
 from tests.support.aio import eventually, run, until
 from tests.support.mosquitto import Mosquitto, Subscriber
@@ -190,5 +191,48 @@ def test_edged_restarted_mid_stream_repeats_nothing(mosquitto: Callable[..., Mos
         run(main(), 100)
         raw = seqs(sub)
         assert raw == list(range(n)), runs(raw)
+    finally:
+        sub.close()
+
+
+def test_two_durables_left_by_a_crash_resume_from_the_further_one(
+        mosquitto: Callable[..., Mosquitto], start_server: Callable[..., ServerProcess]) -> None:
+    """A crash between making the new durable and deleting the old one (see StreamForward.setup) leaves
+    both: the bridge goes on from the one further on, deletes the other, and repeats or skips nothing."""
+    broker = mosquitto()
+    sub = Subscriber(broker.port, "up/#", qos=1)
+    assert sub.subscribed.wait(10)
+    store = tempfile.mkdtemp(prefix="js-")
+    p = start_server("edged", ["-js", "-sd", store])
+    d = "mqtt_bridge_cloud_0"
+
+    async def before() -> None:
+        await fill(p.url, 0, 30)
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        cfg = {"ack_policy": "explicit", "max_ack_pending": WINDOW, "ack_wait": 86400.0}
+        await js.add_consumer("TELE", ConsumerConfig(durable_name=d, **cfg))  # type: ignore[arg-type]
+        psub = await js.pull_subscribe_bind(d, "TELE")
+        for m in await psub.fetch(10, timeout=5):
+            await m.ack_sync()
+        await js.add_consumer("TELE", ConsumerConfig(durable_name=f"{d}_b", deliver_policy="by_start_sequence",
+                                                     opt_start_seq=6, **cfg))  # type: ignore[arg-type]
+        await nc.close()
+
+    run(before())
+    p.stop()
+    p2 = start_server("edged", config=conf(broker, store, 1), http_port=free_port())
+
+    async def after() -> list[str]:
+        await until(lambda: len(sub.payloads()) >= 20, 20)
+        await eventually(lambda: _drained(p2), 10, "drained")
+        nc = await nats.connect(p2.url)
+        names = sorted([c.name for c in await nc.jetstream().consumers_info("TELE")])
+        await nc.close()
+        return names
+
+    try:
+        assert run(after()) == [d]
+        assert seqs(sub) == list(range(10, 30))
     finally:
         sub.close()
