@@ -111,8 +111,9 @@ class Bridge(UpstreamEvents):
         if cb is not None:
             cb(mid, refused)
 
-    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int, dup: bool) -> None:
-        self.inbound.on_message(gen, mid, topic, payload, qos)
+    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int,
+                   props: list[tuple[str, str]]) -> None:
+        self.inbound.on_message(gen, mid, topic, payload, qos, props)
 
     # ------------------------------------------------------------------ monitoring
 

@@ -1,7 +1,7 @@
 """`in` rules: upstream messages to local subjects or streams.
 
 paho runs with manual acks, so the broker's PUBACK (QoS 1) / PUBCOMP (QoS 2) is released only when the
-message is where the rule sends it: published into the router for a subject rule; stored, with the
+message is where the rule sends it (with MQTT 5, its user properties as NATS headers): published into the router for a subject rule; stored, with the
 stream's PubAck in hand, for a rule with `stream` (the publish carries `Nats-Expected-Stream`, so a
 subject no longer captured by that stream is an error, not a silent drop). A store that fails is tried
 again every second while the connection that brought the message lasts; after that the broker sends the
@@ -24,6 +24,7 @@ from paho.mqtt.client import topic_matches_sub
 
 from bridges.mqtt_bridge.jsapi import JSClient, JSError
 from bridges.mqtt_bridge.topics import TopicError, topic_to_subject
+from edged.headers import make_headers
 from edged.log import log
 from edged.options import BridgeInRule
 
@@ -62,7 +63,8 @@ class Inbound:
         for t in self._tasks:
             t.cancel()
 
-    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int) -> None:
+    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int,
+                   props: list[tuple[str, str]] | None = None) -> None:
         i = next((i for i, r in enumerate(self.rules) if topic_matches_sub(r.topic, topic)), -1)
         entry = _In(gen, mid, qos, i)
         self.fifo.append(entry)
@@ -80,18 +82,18 @@ class Inbound:
             self._release()
             return
         if not rule.stream:
-            self.js.ic.publish(subject, payload)
+            self.js.ic.publish(subject, payload, "", make_headers(props) if props else None)
             self.delivered[i] += 1
             entry.done = True
             self._release()
             return
-        t = asyncio.get_running_loop().create_task(self._store(i, entry, subject, payload))
+        hdr = make_headers([*(props or []), ("Nats-Expected-Stream", rule.stream)])
+        t = asyncio.get_running_loop().create_task(self._store(i, entry, subject, payload, hdr))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
-    async def _store(self, i: int, entry: _In, subject: str, payload: bytes) -> None:
+    async def _store(self, i: int, entry: _In, subject: str, payload: bytes, hdr: bytes) -> None:
         rule = self.rules[i]
-        hdr = b"NATS/1.0\r\nNats-Expected-Stream: %s\r\n\r\n" % rule.stream.encode()
         while entry.gen == self.bridge.upstream.gen:
             try:
                 _, body = await self.js.request(subject, payload, hdr)

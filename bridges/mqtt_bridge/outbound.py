@@ -18,7 +18,7 @@ ack_wait (see `setup`). What may then reach the broker twice: the messages the b
 ack had not reached the consumer's store yet (at most the window, usually the last few); with QoS 1
 also a message the broker got while its PUBACK was lost to an outage (paho sends it again with DUP
 set). With MQTT 5 each message carries user properties `Nats-Stream` and `Nats-Sequence` so a
-subscriber can drop those duplicates.
+subscriber can drop those duplicates (and, from either kind of rule, its NATS headers as user properties).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from paho.mqtt.enums import MQTTErrorCode
 
 from bridges.mqtt_bridge.jsapi import JSClient, JSError, status_of
 from bridges.mqtt_bridge.topics import TopicError, subject_to_topic
+from edged.headers import parse_headers
 from edged.jetstream.mirror import parse_ack_reply
 from edged.log import log
 from edged.options import BridgeOutRule
@@ -44,6 +45,13 @@ SUBJECT_QUEUE_MAX = 10_000
 ACK_WAIT_NS = 24 * 3600 * 1_000_000_000
 PULL_EXPIRES_NS = 2_000_000_000
 RETRY_S = 2.0
+
+
+def user_properties(hdr: bytes | None) -> list[tuple[str, str]]:
+    """A message's NATS headers as MQTT 5 user properties (sent with MQTT 5 only)."""
+    if not hdr:
+        return []
+    return [(k, v) for k, vs in parse_headers(hdr)[2].items() for v in vs]
 
 
 def _floor(info: dict[str, Any]) -> int:
@@ -80,7 +88,7 @@ class SubjectForward:
         if self.queued >= SUBJECT_QUEUE_MAX:
             self._drop(f"{SUBJECT_QUEUE_MAX} messages already wait for the broker")
             return
-        rc, mid = self.bridge.upstream.publish(topic, payload, r.qos, r.retain)
+        rc, mid = self.bridge.upstream.publish(topic, payload, r.qos, r.retain, user_properties(hdr))
         if r.qos == 0 and rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             self._drop("not connected (QoS 0)")
             return
@@ -110,6 +118,7 @@ class _Entry:
     ack: str  # the JetStream ack reply subject
     topic: str
     payload: bytes
+    hdr: bytes | None
     mid: int = -1
     sent: bool = False  # handed to paho (a QoS 0 message is not while there is no connection)
     done: bool = False  # the broker confirmed it
@@ -294,7 +303,7 @@ class StreamForward:
             log.warning("mqtt_bridge %s: stream %s sequence %d not forwarded: %s", self.bridge.opts.name,
                      r.stream, sseq, e)
             topic = ""
-        e = _Entry(sseq, reply, topic, payload)
+        e = _Entry(sseq, reply, topic, payload, hdr)
         self.fifo.append(e)
         if topic:
             self._send(e)
@@ -317,7 +326,7 @@ class StreamForward:
 
     def _send(self, e: _Entry) -> None:
         r = self.rule
-        props = [("Nats-Stream", r.stream), ("Nats-Sequence", str(e.sseq))]
+        props = [*user_properties(e.hdr), ("Nats-Stream", r.stream), ("Nats-Sequence", str(e.sseq))]
         rc, mid = self.bridge.upstream.publish(e.topic, e.payload, r.qos, r.retain, props)
         if r.qos == 0 and rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             return  # sent again on the next connection (resend_unsent)

@@ -44,7 +44,9 @@ class UpstreamEvents:
         """The broker's PUBACK (QoS 1) / PUBCOMP (QoS 2) for `mid`, or a QoS 0 publish written.
         `refused`: an MQTT 5 reason code >= 0x80, as text; "" when accepted."""
 
-    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int, dup: bool) -> None: ...
+    def on_message(self, gen: int, mid: int, topic: str, payload: bytes, qos: int,
+                   props: list[tuple[str, str]]) -> None:
+        """An incoming PUBLISH; `props`: its MQTT 5 user properties."""
 
 
 def tls_context(opts: MQTTBridgeOpts) -> ssl.SSLContext:
@@ -169,4 +171,5 @@ class Upstream:
         self._post(self.events.on_published, mid, refused)
 
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
-        self._post(self.events.on_message, self.gen, msg.mid, msg.topic, bytes(msg.payload), msg.qos, bool(msg.dup))
+        props = list(getattr(msg.properties, "UserProperty", None) or []) if msg.properties is not None else []
+        self._post(self.events.on_message, self.gen, msg.mid, msg.topic, bytes(msg.payload), msg.qos, props)

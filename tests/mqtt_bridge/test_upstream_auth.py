@@ -12,6 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import nats
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.support.aio import eventually, run, until
 from tests.support.mosquitto import Mosquitto, Subscriber
@@ -139,17 +143,52 @@ def test_wrong_password_then_nothing_lost(mosquitto: Callable[..., Mosquitto],
         sub.close()
 
 
-def test_mqtt5_carries_stream_and_sequence(mosquitto: Callable[..., Mosquitto],
-                                           start_server: Callable[..., ServerProcess]) -> None:
+def test_mqtt5_user_properties(mosquitto: Callable[..., Mosquitto], start_server: Callable[..., ServerProcess]) -> None:
     """With MQTT 5 each forwarded message names its stream and sequence (user properties), so a subscriber
-    can drop the repeats an edged crash may cause."""
+    can drop the repeats an edged crash may cause, and NATS headers and user properties cross both ways."""
     broker = mosquitto()
     sub = Subscriber(broker.port, "up/#", v5=True)
     assert sub.subscribed.wait(10)
-    p = start_server("edged", config=conf(broker, 'protocol: "5"'), http_port=free_port())
+    p = start_server("edged", config=conf(broker, 'protocol: "5", in: [ { topic: "down/+", subject: "down.$1" } ]'),
+                     http_port=free_port())
+
+    async def main() -> Any:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="TELE", subjects=["tele.*"])
+        for i in range(3):
+            await js.publish("tele.a", b"%d" % i, headers={"unit": "C"} if i == 1 else None)
+        await until(lambda: len(sub.payloads()) >= 3, 20)
+        got: list[Any] = []
+
+        async def on_down(m: Any) -> None:
+            got.append((m.subject, m.data, m.headers))
+
+        await nc.subscribe("down.*", cb=on_down)
+        await nc.flush()
+        await eventually(lambda: _up(p), 10, "connected")
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="v5-pub", protocol=mqtt.MQTTv5)
+        c.connect("127.0.0.1", broker.port, 30)
+        c.loop_start()
+        props = Properties(PacketTypes.PUBLISH)
+        props.UserProperty = [("site", "north"), ("kind", "cmd")]
+        c.publish("down/x", b"go", 1, properties=props).wait_for_publish(10)
+        c.disconnect()
+        c.loop_stop()
+        await until(lambda: got, 10)
+        await nc.close()
+        return got
+
     try:
-        _forward(p, sub, 5)
-        assert [m[2] for m in sub.messages()] == [{"Nats-Stream": "TELE", "Nats-Sequence": str(i + 1)}
-                                                  for i in range(5)]
+        got = run(main())
+        assert [m[2] for m in sub.messages()] == [
+            {"Nats-Stream": "TELE", "Nats-Sequence": "1"},
+            {"unit": "C", "Nats-Stream": "TELE", "Nats-Sequence": "2"},
+            {"Nats-Stream": "TELE", "Nats-Sequence": "3"}]
+        assert got == [("down.x", b"go", {"site": "north", "kind": "cmd"})]
     finally:
         sub.close()
+
+
+async def _up(p: ServerProcess) -> bool:
+    return bool(bridge_status(p)["connected"])
