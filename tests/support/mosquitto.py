@@ -34,7 +34,8 @@ class Mosquitto:
     tests/support/certs.py (a TLS listener with the test server cert)."""
 
     def __init__(self, persistence: bool = True, users: dict[str, str] | None = None,
-                 tls: dict[str, str] | None = None, require_certificate: bool = False) -> None:
+                 tls: dict[str, str] | None = None, require_certificate: bool = False,
+                 extra: list[str] | None = None) -> None:
         self.port = free_port()
         self.workdir = tempfile.mkdtemp(prefix="mosquitto-")
         self.log_path = os.path.join(self.workdir, "mosquitto.log")
@@ -55,6 +56,7 @@ class Mosquitto:
         if tls:
             lines += [f"cafile {tls['ca']}", f"certfile {tls['server_cert']}", f"keyfile {tls['server_key']}",
                       f"require_certificate {'true' if require_certificate else 'false'}"]
+        lines += extra or []  # e.g. a `connection` block: mosquitto's own bridge
         self.conf = os.path.join(self.workdir, "mosquitto.conf")
         Path(self.conf).write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen | None = None
