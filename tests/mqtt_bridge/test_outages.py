@@ -20,7 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import nats
+import paho.mqtt.client as mqtt
 from nats.js.api import ConsumerConfig
+from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.support.aio import eventually, run, until
 from tests.support.mosquitto import Mosquitto, Subscriber
@@ -236,3 +238,63 @@ def test_two_durables_left_by_a_crash_resume_from_the_further_one(
         assert seqs(sub) == list(range(10, 30))
     finally:
         sub.close()
+
+
+def test_in_to_stream_across_edged_kill(mosquitto: Callable[..., Mosquitto],
+                                        start_server: Callable[..., ServerProcess]) -> None:
+    """Upstream messages into a stream while edged is killed with -9 and started again: the broker keeps
+    what the bridge had not acknowledged (its session is persistent) and sends it again, so the stream
+    ends up with every message, in order; a repeat only of what was stored but not yet acknowledged
+    (at most the broker's in-flight window of 20)."""
+    broker = mosquitto(persistence=True)
+    store = tempfile.mkdtemp(prefix="js-")
+    text = conf(broker, store, 1).replace("out: [ { stream: TELE, topic: \"up/$1\", qos: 1 } ]",
+                                          'in: [ { topic: "cfg/#", subject: "cfg.>", stream: CFG, qos: 1 } ]')
+    p = start_server("edged", config=text, http_port=free_port())
+    n = 600
+    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="cfg-pub")
+    c.connect("127.0.0.1", broker.port, 30)
+    c.loop_start()
+
+    async def stored() -> int:
+        nc = await nats.connect(p.url)
+        try:
+            return int((await nc.jetstream().stream_info("CFG")).state.messages)
+        finally:
+            await nc.close()
+
+    async def main() -> list[int]:
+        nc = await nats.connect(p.url)
+        await nc.jetstream().add_stream(name="CFG", subjects=["cfg.>"])
+        await nc.close()
+        await eventually(lambda: _bridge_up(p), 10, "the bridge is subscribed")
+        infos = [c.publish("cfg/a", b"%d" % i, 1) for i in range(n)]
+        await eventually(lambda: _at_least(stored, 50), 30, "storing")
+        p.kill9()
+        for i in infos:
+            i.wait_for_publish(10)  # the broker has them all, for the bridge's session
+        p.start()
+        await eventually(lambda: _at_least(stored, n), 60, "every message stored")
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        total = (await js.stream_info("CFG")).state.messages
+        psub = await js.pull_subscribe("cfg.>", "check", stream="CFG")
+        out: list[int] = []
+        while len(out) < total:
+            out += [int(m.data) for m in await psub.fetch(min(200, total - len(out)), timeout=5)]
+        await nc.close()
+        return out
+
+    try:
+        check(run(main(), 100), n, max_replays=1, max_back=20)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+async def _bridge_up(p: ServerProcess) -> bool:
+    return bool(jsz_bridge(p)["connected"])
+
+
+async def _at_least(stored: Callable[[], Any], n: int) -> bool:
+    return bool(await stored() >= n)
