@@ -70,6 +70,9 @@ class Server:
         self.client_port = 0
         self.monitor: Any = None
         self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
+        # what services outside edged/ add to /varz (a block each) and /metrics (families), e.g. hw/
+        self.varz_blocks: dict[str, Callable[[], dict[str, Any]]] = {}
+        self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
         self._build_accounts()

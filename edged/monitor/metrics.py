@@ -116,39 +116,10 @@ def metrics(server: Server) -> str:
               api.get("errors", 0))
     if js_on or server.leafnodes is not None:
         _backlog(m, backlog(server))
-    bridges = [b for svc in server.services if hasattr(svc, "jsz_extra")
-               for b in svc.jsz_extra().get("mqtt_bridges", [])]
-    if bridges:
-        _mqtt_bridges(m, bridges)
+    for families in server.metric_blocks:  # services outside edged/ (board health)
+        for name, mtype, help_, samples in families():
+            m.add(name, mtype, help_, samples)
     return m.text()
-
-
-def _mqtt_bridges(m: _Metrics, bridges: list[dict[str, Any]]) -> None:
-    """The upstream MQTT bridges (/jsz `mqtt_bridges`): the link, and each rule's backlog and counts."""
-    m.add("edged_mqtt_bridge_connected", "gauge", "1 while the bridge is connected to its upstream broker.",
-          [({"bridge": b["name"]}, 1 if b["connected"] else 0) for b in bridges])
-    outs = [(b["name"], o) for b in bridges for o in b["out"]]
-    ol = [{"bridge": n, "source": o.get("stream") or o.get("subject", ""), "durable": o.get("durable", "")}
-          for n, o in outs]
-    m.add("edged_mqtt_bridge_out_pending_messages", "gauge",
-          "Messages the out rule's durable consumer still has to take from its stream.",
-          [(lab, o["pending"]) for lab, (_, o) in zip(ol, outs, strict=True) if "pending" in o])
-    m.add("edged_mqtt_bridge_out_in_flight_messages", "gauge",
-          "Messages handed to the broker and not yet confirmed (PUBACK/PUBCOMP).",
-          [(lab, o["in_flight"]) for lab, (_, o) in zip(ol, outs, strict=True)])
-    m.add("edged_mqtt_bridge_out_forwarded_total", "counter", "Messages the broker confirmed.",
-          [(lab, o["forwarded"]) for lab, (_, o) in zip(ol, outs, strict=True)])
-    m.add("edged_mqtt_bridge_out_dropped_total", "counter",
-          "Messages of a subject rule dropped (no connection at QoS 0, queue full, refused).",
-          [(lab, o["dropped"]) for lab, (_, o) in zip(ol, outs, strict=True) if "dropped" in o])
-    ins = [(b["name"], i) for b in bridges for i in b["in"]]
-    il = [{"bridge": n, "topic": i["topic"]} for n, i in ins]
-    for name, key, help_ in (
-        ("edged_mqtt_bridge_in_received_total", "received", "Messages received from the broker."),
-        ("edged_mqtt_bridge_in_delivered_total", "delivered", "Messages published locally (stored, for a stream)."),
-        ("edged_mqtt_bridge_in_dropped_total", "dropped", "Messages whose topic cannot be a subject."),
-    ):
-        m.add(name, "counter", help_, [(lab, i[key]) for lab, (_, i) in zip(il, ins, strict=True)])
 
 
 def _backlog(m: _Metrics, b: dict[str, Any]) -> None:
