@@ -1,6 +1,8 @@
 """A stream forwarded to a real mosquitto while the broker is stopped and restarted, killed with -9, and
 while edged itself is killed with -9 and restarted: every sequence-numbered message reaches the upstream
-subscriber (a persistent session), none missing, in order.
+subscriber (a persistent session), none missing, in order. The one exception is mosquitto's own: killed
+with -9 it can lose a message it had just confirmed (its saved state lags), so that test tells the bridge's
+part (nothing the broker had not confirmed may be missing) from the broker's (see its docstring).
 
 What may arrive twice, and all the tests allow (`check`): each message first arrives in its place, and
 after a fault a stretch of messages already received may arrive again before the flow goes on. With a
@@ -57,11 +59,14 @@ def runs(raw: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def check(raw: list[int], n: int, max_replays: int, max_back: int | None) -> None:
-    """Each message first arrives in order with none missing (0..n-1); any other arrival is a repeat of one
-    already received, at most `max_back` behind the newest, in at most `max_replays` stretches of repeats."""
+def check(raw: list[int], n: int, max_replays: int, max_back: int | None, lost: frozenset[int] = frozenset()) -> None:
+    """Each message first arrives in order with none missing (0..n-1, but for `lost`); any other arrival is
+    a repeat of one already received, at most `max_back` behind the newest, in at most `max_replays`
+    stretches of repeats."""
     newest, replays, repeating = -1, 0, False
     for i, v in enumerate(raw):
+        while newest + 1 in lost and v != newest + 1:
+            newest += 1
         if v == newest + 1:
             newest, repeating = v, False
             continue
@@ -70,6 +75,8 @@ def check(raw: list[int], n: int, max_replays: int, max_back: int | None) -> Non
             assert newest - v < max_back, f"{v} repeated {newest - v} behind {newest} ({runs(raw)})"
         if not repeating:
             replays, repeating = replays + 1, True
+    while newest + 1 in lost:
+        newest += 1
     assert newest == n - 1, f"only up to {newest} of {n}"
     assert replays <= max_replays, runs(raw)
 
@@ -143,8 +150,43 @@ def test_broker_stopped_and_restarted_qos2(mosquitto: Callable[..., Mosquitto],
 
 def test_broker_killed_mid_stream(mosquitto: Callable[..., Mosquitto],
                                   start_server: Callable[..., ServerProcess]) -> None:
-    raw = _scenario(mosquitto, start_server, 1, lambda b: b.kill9())
-    check(raw, 1000, max_replays=2, max_back=2 * WINDOW)
+    """A kill -9 of mosquitto can lose what it had confirmed just before (its saved state lags: the loss
+    the issue names). So: read the durable's ack floor F once the broker is gone (everything up to F was
+    confirmed by the broker, nothing after it); every message after F must arrive, in order; a message up
+    to F may be missing only if it is one of the last the broker confirmed (within two windows of F)."""
+    broker = mosquitto(persistence=True)
+    sub = Subscriber(broker.port, "up/#", qos=1, client_id="upstream-sub")
+    assert sub.subscribed.wait(10)
+    p = start_server("edged", config=conf(broker, tempfile.mkdtemp(prefix="js-"), 1), http_port=free_port())
+    n = 1000
+    try:
+        async def main() -> int:
+            await fill(p.url, 0, n // 2)
+            await until(lambda: distinct(sub) >= 50, 30)
+            broker.kill9()
+            await eventually(lambda: _down(p), 15, "the bridge sees the broker gone")
+            nc = await nats.connect(p.url)
+            ci = await nc.jetstream().consumer_info("TELE", jsz_bridge(p)["out"][0]["durable"])
+            floor = int(ci.ack_floor.stream_seq) - 1  # the payload of stream sequence s is s - 1
+            await nc.close()
+            await fill(p.url, n // 2, n // 2)
+            time.sleep(0.5)
+            broker.start()
+            await until(lambda: set(range(floor + 1, n)) <= set(seqs(sub)), 60)
+            await eventually(lambda: _drained(p), 10, "the bridge's backlog is empty")
+            return floor
+
+        floor = run(main(), 100)
+        raw = seqs(sub)
+        lost = frozenset(range(n)) - set(raw)
+        assert all(floor - 2 * WINDOW < s <= floor for s in lost), (floor, sorted(lost))
+        check(raw, n, max_replays=2, max_back=2 * WINDOW, lost=lost)
+    finally:
+        sub.close()
+
+
+async def _down(p: ServerProcess) -> bool:
+    return not jsz_bridge(p)["connected"]
 
 
 def test_edged_killed_and_restarted_mid_stream(mosquitto: Callable[..., Mosquitto],
@@ -247,7 +289,7 @@ def test_in_to_stream_across_edged_kill(mosquitto: Callable[..., Mosquitto],
     """Upstream messages into a stream while edged is killed with -9 and started again: the broker keeps
     what the bridge had not acknowledged (its session is persistent) and sends it again, so the stream
     ends up with every message, in order; a repeat only of what was stored but not yet acknowledged
-    (at most the broker's in-flight window of 20)."""
+    (the broker's in-flight window of 20, give or take the PUBACKs still in the socket: 40 allowed)."""
     broker = mosquitto(persistence=True)
     store = tempfile.mkdtemp(prefix="js-")
     text = conf(broker, store, 1).replace("out: [ { stream: TELE, topic: \"up/$1\", qos: 1 } ]",
@@ -288,7 +330,7 @@ def test_in_to_stream_across_edged_kill(mosquitto: Callable[..., Mosquitto],
         return out
 
     try:
-        check(run(main(), 100), n, max_replays=1, max_back=20)
+        check(run(main(), 100), n, max_replays=1, max_back=2 * WINDOW)
     finally:
         c.disconnect()
         c.loop_stop()
