@@ -18,17 +18,17 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 # the pipeline's tests run Spark, which needs a Java 17 runtime: Debian's, installed when `java` is missing;
-# the MQTT bridge's tests run a mosquitto broker: Debian's, installed when missing
+# the MQTT tests run mosquitto_pub/sub and the mosquitto broker: Debian's, installed when missing
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[test,spark]'
 	@command -v java >/dev/null 2>&1 || { \
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs it)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openjdk-17-jre-headless; }
-	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
-		echo "mosquitto not found: installing mosquitto (the upstream MQTT bridge's tests run it)"; \
+	@{ command -v mosquitto_pub && { command -v mosquitto || test -x /usr/sbin/mosquitto; }; } >/dev/null 2>&1 || { \
+		echo "mosquitto not found: installing mosquitto-clients and mosquitto (MQTT tests, bridge, bench)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q mosquitto; }
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q mosquitto-clients mosquitto; }
 	touch $@
 
 venv: $(VENV)/.installed
