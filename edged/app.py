@@ -24,6 +24,10 @@ def front_doors(opts: Options) -> list[FrontDoor]:
         from bridges import websocket
 
         doors.append(websocket.register)
+    if opts.mqtt_bridges:
+        from bridges.mqtt_bridge.service import register as mqtt_bridges
+
+        doors.append(mqtt_bridges)
     return doors
 
 

@@ -266,6 +266,53 @@ class WebsocketOpts:
 
 
 @dataclass
+class BridgeOutRule:
+    """`out`: a local subject (core NATS, at most once) or a stream's durable consumer (at least once) to an
+    upstream topic. `topic` is a template in topic form; its `{{wildcard(n)}}` / `$n` take the source's
+    wildcards; empty = the subject with `.` as `/`."""
+
+    subject: str = ""
+    stream: str = ""
+    filter_subject: str = ""
+    durable: str = ""
+    deliver: str = "all"  # where a new durable starts: all / new
+    topic: str = ""
+    qos: int = 1
+    retain: bool = False
+
+
+@dataclass
+class BridgeInRule:
+    """`in`: an upstream topic filter to a local subject; with `stream`, the upstream PUBACK waits for the
+    stream's PubAck. `subject` is a template in subject form; empty = the topic with `/` as `.`."""
+
+    topic: str = ""
+    subject: str = ""
+    stream: str = ""
+    qos: int = 1
+
+
+@dataclass
+class MQTTBridgeOpts:
+    """One `edged { mqtt_bridge [ ... ] }` entry: a connection to an upstream MQTT broker and its rules."""
+
+    name: str = ""
+    urls: list[str] = field(default_factory=list)  # mqtt://host:port, mqtts://host:port
+    client_id: str = ""
+    username: str = ""
+    password: str = ""
+    tls: TLSConfig | None = None  # ca_file, cert_file/key_file, insecure
+    protocol: int = 4  # 4 = MQTT 3.1.1, 5 = MQTT 5
+    keepalive: float = 30.0
+    clean_session: bool = False
+    account: str = "$G"
+    max_inflight: int = 100  # per out rule: messages handed to the broker and not yet acknowledged
+    reconnect_max: float = 30.0  # backoff ceiling between connection attempts
+    out: list[BridgeOutRule] = field(default_factory=list)
+    in_: list[BridgeInRule] = field(default_factory=list)
+
+
+@dataclass
 class ConfigWarning:
     """A setting that was read but that edged does not act on (yet)."""
 
@@ -334,6 +381,7 @@ class Options:
     websocket: WebsocketOpts | None = None
     # edged-only block (`edged { ... }`): hardware, systemd, etc.
     edged: dict[str, Any] = field(default_factory=dict)
+    mqtt_bridges: list[MQTTBridgeOpts] = field(default_factory=list)  # edged { mqtt_bridge [...] }
     # where options came from
     config_file: str = ""
     warnings: list[ConfigWarning] = field(default_factory=list)

@@ -811,6 +811,10 @@ def jsz(server: Server, o: JszOptions | None = None) -> dict[str, Any]:
     # edged's own figures (mirror/source lag, what a hub still has to take, the links) under their own key
     # (only where there is something to show: no JetStream and no leafnode remotes is nats-server's document)
     mine = {"edged_backlog": backlog(server)} if js is not None or server.leafnodes is not None else {}
+    for svc in server.services:  # services outside edged/ (the upstream MQTT bridges: mqtt_bridges)
+        extra = getattr(svc, "jsz_extra", None)
+        if extra is not None:
+            mine |= extra()
     if js is not None:
         return _empty_js_stats() | dict(js.jsz(o)) | head | mine
     return _empty_js_stats() | head | {
