@@ -17,6 +17,7 @@ import msgspec
 from edged.config import parse_duration
 from edged.goformat import rfc3339ns
 from edged.headers import get_header
+from edged.jetstream.atomic import AtomicBatches
 from edged.jetstream.counters import apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
@@ -463,6 +464,9 @@ class Stream:
         self.last_msg_id = ""
         self.closed = False
         self.sync: Any = None  # mirror.StreamSync of a mirror or a stream with sources
+        self.atomic: AtomicBatches | None = None  # open atomic batches, once one was published
+        self.committing_batch = False  # storing a checked batch: its messages are not staged again
+        self.schedules_check: Any = None  # a stream with message schedules: their header checks
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -543,11 +547,6 @@ class Stream:
             if oldest is None or store.msg_size(oldest.subject, oldest.hdr, oldest.data) < size:
                 raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
 
-    def _refuse_batch(self, subject: str, hdr: bytes, payload: bytes) -> None:
-        """An atomic batch publish (edged has none): nats-server's batch path checks these first."""
-        self._check_room(self.store.msg_size(subject, hdr, payload))
-        raise api_error("JSAtomicPublishDisabledErr")
-
     def _check_room(self, size: int) -> None:
         """The disk (a full one refuses file streams) and the account's JetStream limits."""
         if self.space.store_full and self.file:
@@ -573,8 +572,12 @@ class Stream:
         ttl_bad = False
         msg_id = ""
         rollup = ""
-        if hdr and get_header(hdr, "Nats-Batch-Id"):
-            self._refuse_batch(subject, hdr, payload)
+        batch_id = get_header(hdr, "Nats-Batch-Id") if hdr and not self.committing_batch else None
+        if batch_id:
+            if self.atomic is None:
+                self.atomic = AtomicBatches(self, parse_ttl)
+            self.atomic.publish(batch_id, subject, reply, hdr, payload)
+            return
         if hdr:
             incr = get_header(hdr, "Nats-Incr")
             if incr:
