@@ -22,6 +22,7 @@ from edged.jetstream.counters import apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.gojson import go_quote
+from edged.jetstream.schedules import Scheduler
 from edged.subjects import (
     SubjectTransform,
     is_valid_literal_subject,
@@ -467,6 +468,8 @@ class Stream:
         self.atomic: AtomicBatches | None = None  # open atomic batches, once one was published
         self.committing_batch = False  # storing a checked batch: its messages are not staged again
         self.schedules_check: Any = None  # a stream with message schedules: their header checks
+        self.scheduler: Scheduler | None = None
+        self.parse_ttl = parse_ttl
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -488,6 +491,10 @@ class Stream:
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
         self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
         self.counter = bool(c.get("allow_msg_counter"))
+        if c.get("allow_msg_schedules") and self.scheduler is None:
+            self.scheduler = Scheduler(self)
+            self.schedules_check = self.scheduler.check
+            self.scheduler.restore()
         st = c.get("subject_transform")
         self.transform = SubjectTransform(st.get("src") or ">", st["dest"]) if st else None
         rp = c.get("republish")
@@ -608,7 +615,10 @@ class Stream:
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
             if els and _seq_header(els) != store.last_seq:
                 raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
-            _check_schedule_headers(subject, hdr)
+            if self.scheduler is None:
+                _check_schedule_headers(subject, hdr)
+            elif not self.scheduler.firing:
+                hdr = self.scheduler.check(subject, hdr)
             msg_id = get_header(hdr, "Nats-Msg-Id") or ""
             if msg_id:
                 prev = self.dedupe.get(msg_id)
@@ -679,6 +689,8 @@ class Stream:
             self.purged(target, self.purge_store(target, keep=1)[1])
         for c in self.consumers.values():
             c.on_msg(seq, subject)
+        if self.scheduler is not None:
+            self.scheduler.stored(seq, subject, hdr, ts)
         if self.republish is not None:
             self._republish(subject, seq, ts, hdr, payload)
         if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
