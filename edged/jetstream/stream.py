@@ -491,6 +491,7 @@ class Stream:
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
         self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
         self.counter = bool(c.get("allow_msg_counter"))
+        self.async_persist = c.get("persist_mode") == "async"
         if c.get("allow_msg_schedules") and self.scheduler is None:
             self.scheduler = Scheduler(self)
             self.schedules_check = self.scheduler.check
@@ -696,6 +697,8 @@ class Stream:
         if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
+            if self.async_persist:  # persist_mode async: acknowledged before the commit (README)
+                committed = None
             if counter_val is not None:  # the PubAck carries the counter's new total
                 self._ack_body(reply, committed, self.pubacks.puback_extra(self.name, seq, {"val": counter_val}))
             elif hasattr(committed, "add_done_callback"):
