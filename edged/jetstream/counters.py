@@ -34,7 +34,7 @@ def check_incr(incr: str, allowed: bool, hdr: bytes, payload: bytes) -> None:
         raise api_error("JSMessageIncrDisabledErr")
     if payload:
         raise api_error("JSMessageIncrPayloadErr")
-    if any(get_header(hdr, h) for h in _INCOMPATIBLE):
+    if (b"Nats-Expected-" in hdr or b"Nats-Rollup:" in hdr) and any(get_header(hdr, h) for h in _INCOMPATIBLE):
         raise api_error("JSMessageIncrInvalidErr")
 
 
@@ -74,13 +74,14 @@ def apply_incr(last: Any, subject: str, hdr: bytes, payload: bytes) -> tuple[byt
     sources: dict[str, dict[str, str]] = {}
     if last is not None:
         total = _total(last.data)
-        ncs = get_header(last.hdr, "Nats-Counter-Sources") if last.hdr else None
+        ncs = get_header(last.hdr, "Nats-Counter-Sources") if last.hdr and b"Nats-Counter-Sources:" in last.hdr \
+            else None
         if ncs:
             try:
                 sources = _decode_sources(ncs.encode())
             except msgspec.DecodeError:
                 raise api_error("JSMessageCounterBrokenErr") from None
-    src = get_header(hdr, "Nats-Stream-Source")
+    src = get_header(hdr, "Nats-Stream-Source") if b"Nats-Stream-Source:" in hdr else None
     if src:
         # a total from a source: add what changed since the last total taken from that stream's subject
         fields = src.split(" ")
@@ -96,3 +97,35 @@ def apply_incr(last: Any, subject: str, hdr: bytes, payload: bytes) -> tuple[byt
         hdr = _set_header(hdr, "Nats-Counter-Sources", _encode(sources).decode())
     value = str(total)
     return hdr, b'{"val":"%s"}' % value.encode(), value
+
+
+class LastTotals:
+    """Each counter's last message by sequence, so an increment need not search the store for it (a
+    subject's last message is a scan; a message by sequence is a lookup). Sound because every message a
+    counter stream stores passes `stored` (an increment, or a sourced total) or `forget` (a sourced
+    message stored verbatim): the remembered one, while still there, is the subject's last."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self.seqs: dict[str, int] = {}
+        self.epoch = -1
+
+    def last(self, store: Any, subject: str) -> Any:
+        if self.epoch != store.epoch:  # state reloaded after a failed commit: sequences are used again
+            self.seqs.clear()
+            self.epoch = store.epoch
+        seq = self.seqs.get(subject)
+        if seq is not None:
+            m = store.load(seq)
+            if m is not None:
+                return m
+        return store.load_last(subject)
+
+    def stored(self, subject: str, seq: int) -> None:
+        if len(self.seqs) >= self.MAX:
+            self.seqs.clear()
+        self.seqs[subject] = seq
+
+    def forget(self, subject: str) -> None:
+        self.seqs.pop(subject, None)

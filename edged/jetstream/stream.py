@@ -18,7 +18,7 @@ from edged.config import parse_duration
 from edged.goformat import rfc3339ns
 from edged.headers import get_header
 from edged.jetstream.atomic import AtomicBatches
-from edged.jetstream.counters import apply_incr, check_incr
+from edged.jetstream.counters import LastTotals, apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.gojson import go_quote
@@ -469,6 +469,7 @@ class Stream:
         self.committing_batch = False  # storing a checked batch: its messages are not staged again
         self.schedules_check: Any = None  # a stream with message schedules: their header checks
         self.scheduler: Scheduler | None = None
+        self.totals = LastTotals()  # a counter stream's last message per subject
         self.parse_ttl = parse_ttl
         self._apply_config()
 
@@ -639,7 +640,7 @@ class Stream:
                     raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
         counter_val = None
         if self.counter:
-            hdr, payload, counter_val = apply_incr(store.load_last(subject), subject, hdr, payload)
+            hdr, payload, counter_val = apply_incr(self.totals.last(store, subject), subject, hdr, payload)
         size = store.msg_size(subject, hdr, payload)
         self._check_room(size)
         if ttl_bad:
@@ -652,6 +653,8 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         except StoreError as e:
             raise api_error("JSStreamStoreFailedF", err=str(e)) from None
+        if counter_val is not None:
+            self.totals.stored(subject, seq)
         if msg_id:
             self.dedupe[msg_id] = (seq, ts)
         self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
@@ -747,8 +750,10 @@ class Stream:
                 return
         if seq and seq <= store.last_seq:
             raise ValueError(f"sequence {seq} is not past the last one ({store.last_seq})")
-        if self.counter and b"Nats-Incr:" in hdr:  # a counter's total from a source: what changed is added
-            hdr, payload, _ = apply_incr(store.load_last(subject), subject, hdr, payload)
+        if self.counter:
+            if b"Nats-Incr:" in hdr:  # a counter's total from a source: what changed is added
+                hdr, payload, _ = apply_incr(self.totals.last(store, subject), subject, hdr, payload)
+            self.totals.forget(subject)
         size = store.msg_size(subject, hdr, payload)
         self._check_room(size)
         if self.discard_new:
