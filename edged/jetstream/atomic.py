@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from edged.headers import get_header
-from edged.jetstream.counters import check_incr
+from edged.jetstream.counters import apply_incr, check_incr
 from edged.jetstream.errors import api_error
 
 if TYPE_CHECKING:
@@ -154,8 +154,11 @@ class AtomicBatches:
                 ids.add(msg_id)
             if get_header(hdr, "Nats-Stream-Source"):
                 raise api_error("JSMessageSourceHdrNotAllowedErr")
-            if st.counter and not incr:
-                raise api_error("JSMessageIncrMissingErr")
+            if st.counter:
+                if not incr:
+                    raise api_error("JSMessageIncrMissingErr")
+                if subject not in written:  # a broken stored total refuses the batch, not half of it
+                    apply_incr(st.totals.last(store, subject), subject, hdr, payload)
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
             if els:  # against the sequence the batch has reached; only its first message may expect one
                 if not (els.isascii() and els.isdigit()) or int(els) != store.last_seq + i:
@@ -183,8 +186,9 @@ class AtomicBatches:
                 if rollup not in ("sub", "all"):
                     raise api_error("JSStreamRollupFailedF", err=f'rollup value invalid: "{rollup}"')
             written.add(subject)
+        size = sum(store.msg_size(s, h, p) for s, h, p in msgs)
+        st._check_room(size)  # the account's limits, for the whole batch
         if st.discard_new:
-            size = sum(store.msg_size(s, h, p) for s, h, p in msgs)
             if st.max_msgs > 0 and store.msgs + len(msgs) > st.max_msgs:
                 raise api_error("JSStreamStoreFailedF", err="maximum messages exceeded")
             if st.max_bytes > 0 and store.bytes + size > st.max_bytes:

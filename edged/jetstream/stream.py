@@ -641,6 +641,8 @@ class Stream:
         counter_val = None
         if self.counter:
             hdr, payload, counter_val = apply_incr(self.totals.last(store, subject), subject, hdr, payload)
+            if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+                raise api_error("JSStreamMessageExceedsMaximumErr")  # the new total does not fit
         size = store.msg_size(subject, hdr, payload)
         self._check_room(size)
         if ttl_bad:

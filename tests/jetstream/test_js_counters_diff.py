@@ -52,6 +52,10 @@ async def _scenario(url: str) -> list[Any]:
             out.append(await _create(nc, {"name": "BAD", **base, **extra}))
         out.append(await _create(nc, {"name": "CNT", "subjects": ["cnt.>"], "allow_msg_counter": True}))
         out.append(await _create(nc, {"name": "PLAIN", "subjects": ["plain.>"]}))
+        out.append(await _create(nc, {"name": "SMALL", "subjects": ["small.>"], "allow_msg_counter": True,
+                                      "max_msg_size": 40}))
+        out.append(await _req(nc, "small.a", {"Nats-Incr": "5"}))
+        out.append(await _req(nc, "small.a", {"Nats-Incr": "100000000000000000000000000000000000000"}))
         out.append(await _create(nc, {"name": "CNT", "subjects": ["cnt.>"]}, update=True))
         out.append(await _create(nc, {"name": "PLAIN", "subjects": ["plain.>"], "allow_msg_counter": True},
                                  update=True))
