@@ -29,6 +29,11 @@ NS = 1_000_000_000
 _STRIP_PREFIXES = (b"Nats-Schedule", b"Nats-Expected-", b"Nats-Msg-Id:", b"Nats-TTL:", b"Nats-Rollup:")
 
 
+def _round_s(ns: int) -> int:
+    """Go's Time.Round(time.Second): to the nearest second, halves away from zero."""
+    return (ns + NS // 2) // NS * NS
+
+
 def parse_schedule(pattern: str, tz: str | None, ts: int) -> tuple[int, bool]:
     """(when it fires in ns, repeating) for a pattern published at `ts`; ValueError for an invalid one."""
     if pattern.startswith("@at "):
@@ -42,10 +47,10 @@ def parse_schedule(pattern: str, tz: str | None, ts: int) -> tuple[int, bool]:
         if dur < 1:
             raise ValueError("interval")
         step = int(dur * NS)
-        nxt = round(ts / NS) * NS + step
+        nxt = _round_s(ts) + step
         now = time.time_ns()
         if nxt < now:  # missed (a restart): fire once, then keep the rhythm from now
-            nxt = round(now / NS) * NS + step
+            nxt = _round_s(now) + step
         return nxt, True
     raise ValueError("cron patterns are not supported by edged")
 
@@ -168,9 +173,18 @@ class Scheduler:
             for m in batch:
                 if m.hdr and b"Nats-Schedule:" in m.hdr:
                     self.stored(m.seq, m.subject, m.hdr, m.ts)
+                elif m.hdr and b"Nats-Schedule-Next:" in m.hdr:  # a repeating schedule fired: when it is next
+                    nxt = get_header(m.hdr, "Nats-Schedule-Next") or ""
+                    scheduler = get_header(m.hdr, "Nats-Scheduler") or ""
+                    if nxt != "purge" and scheduler in self.due:
+                        try:
+                            self.due[scheduler] = (self.due[scheduler][0], parse_rfc3339(nxt))
+                        except ValueError:
+                            pass
             if len(batch) < 256:
                 break
             seq = batch[-1].seq + 1
+        self._arm()
 
     def stop(self) -> None:
         if self._timer is not None:

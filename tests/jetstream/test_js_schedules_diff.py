@@ -43,6 +43,18 @@ async def _wait_for(nc: Any, stream: str, subject: str, limit: float = 15.0) -> 
     return None
 
 
+async def _every_fired(nc: Any) -> int:
+    """How often out.e has fired, once it has twice (bounded wait)."""
+    n = 0
+    for _ in range(100):
+        st = (await _req(nc, "$JS.API.STREAM.INFO.S", payload=b'{"subjects_filter": "out.e"}'))["state"]
+        n = st.get("subjects", {}).get("out.e", 0)
+        if n >= 2:
+            break
+        await asyncio.sleep(0.1)
+    return n
+
+
 def _at(seconds: float) -> str:
     return "@at " + format_time(int(time.time() + seconds) * 1_000_000_000)
 
@@ -119,6 +131,7 @@ def test_schedule_fires_after_kill9() -> None:
                 cfg = {"name": "S", "subjects": ["sched.>", "out.>"], "allow_msg_schedules": True}
                 await _req(nc, "$JS.API.STREAM.CREATE.S", payload=json.dumps(cfg).encode())
                 ack = await _req(nc, "sched.a", {"Nats-Schedule": _at(4), "Nats-Schedule-Target": "out.a"}, b"later")
+                await _req(nc, "sched.e", {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "out.e"}, b"e")
                 await nc.close()
                 return ack
 
@@ -130,10 +143,12 @@ def test_schedule_fires_after_kill9() -> None:
             async def after(url: str) -> Any:
                 nc = await nats.connect(url)
                 got = await _wait_for(nc, "S", "out.a", 20)
+                fired = await _every_fired(nc)
                 await nc.close()
-                return got
+                return got, fired
 
-            got = run(after(p.url), timeout=60)
+            got, fired = run(after(p.url), timeout=60)
+            assert fired >= 2, kind  # the repeating one goes on after the restart
             assert got is not None and got["data"] == "later", kind
             assert got["hdrs"] == {"Nats-Scheduler": "sched.a", "Nats-Schedule-Next": "purge"}, (kind, got)
         finally:
