@@ -56,6 +56,14 @@ class AtomicBatches:
             if b.timer is not None:
                 b.timer.cancel()
 
+    def _abandon(self, batch_id: str, reason: str) -> None:
+        """Drop a batch and say why, on `$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.<stream>` as nats-server."""
+        self._drop(batch_id)
+        st = self.stream
+        st.js.advisory(st.jsa, f"STREAM.BATCH_ABANDONED.{st.name}", {
+            "type": "io.nats.jetstream.advisory.v1.stream_batch_abandoned", "stream": st.name,
+            "batch": batch_id, "reason": reason})
+
     def clear(self) -> None:
         for bid in list(self.open):
             self._drop(bid)
@@ -67,7 +75,7 @@ class AtomicBatches:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        b.timer = loop.call_later(BATCH_TIMEOUT, self._drop, batch_id)
+        b.timer = loop.call_later(BATCH_TIMEOUT, self._abandon, batch_id, "timeout")
 
     def publish(self, batch_id: str, subject: str, reply: str, hdr: bytes, payload: bytes) -> None:
         """One message of a batch (already past the sealed and size checks); errors raise JSApiError."""
@@ -99,10 +107,10 @@ class AtomicBatches:
             self._drop(batch_id)
             raise api_error("JSAtomicPublishInvalidBatchCommitErr")
         if seq != len(b.msgs) + 1 or (seq == 1 and eob):
-            self._drop(batch_id)
+            self._abandon(batch_id, "incomplete")
             raise api_error("JSAtomicPublishIncompleteBatchErr")
         if (seq - 1 if eob else seq) > MAX_BATCH_SIZE:
-            self._drop(batch_id)
+            self._abandon(batch_id, "large")
             raise api_error("JSAtomicPublishTooLargeBatchErrF", size=MAX_BATCH_SIZE)
         if not eob:
             b.msgs.append((subject, hdr, payload))

@@ -79,8 +79,16 @@ async def _scenario(url: str) -> list[Any]:
             ("bc.m", _b("k", 3, "1", **{"Nats-Incr": "4"}), b""),
             ("bc.n", _b("k2", 1, **{"Nats-Incr": "2"}), b""), ("bc.n", _b("k2", 2, "1"), b"x"),
         ]
+        advisories = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
         for subject, hdrs, payload in steps:
             out.append((subject, hdrs.get("Nats-Batch-Id", "")[:8], await _req(nc, subject, hdrs, payload)))
+        await nc.flush()
+        for _ in range(20):  # the batches abandoned as incomplete: g and e1
+            try:
+                adv = json.loads((await advisories.next_msg(timeout=1)).data)
+            except nats.errors.TimeoutError:
+                break
+            out.append({k: v for k, v in adv.items() if k not in ("id", "timestamp")})
         out.append(await _state(nc, "B"))
         out.append(await _state(nc, "BC"))
         for seq in range(1, 8):
@@ -97,6 +105,8 @@ def test_atomic_batches_as_nats_server() -> None:
     for i, (a, b) in enumerate(zip(res["edged"], res["nats-server"], strict=True)):
         assert a == b, (i, a, b)
     assert ("b.x", "a", {"stream": "B", "seq": 3, "batch": "a", "count": 3}) in res["edged"]
+    abandoned = [x["batch"] for x in res["edged"] if isinstance(x, dict) and x.get("reason") == "incomplete"]
+    assert abandoned == ["g", "e1"]
 
 
 BATCHES, SIZE = 40, 100
