@@ -1,16 +1,18 @@
 """Message schedules (`allow_msg_schedules`, nats-server 2.12): a message on a schedule subject with
-`Nats-Schedule: @at <RFC 3339>` or `@every <duration>` is kept (rolling up earlier schedules of its
+`Nats-Schedule: @at <RFC 3339>`, `@every <duration>` or a cron pattern is kept (rolling up earlier schedules of its
 subject) and, when due, the stream stores a message on its `Nats-Schedule-Target` with the schedule's
 payload (or the last message of `Nats-Schedule-Source`), `Nats-Scheduler` and `Nats-Schedule-Next` (the
 next time, or `purge`, which removes a one-shot schedule in the same commit), and the `Nats-Schedule-TTL`
 as its TTL. Schedules live in the stream's own messages, so they fire whether or not a hub is reachable
 and survive a restart (re-read from the store). Rules from nats-server's stream.go (processJetStreamMsg)
-and scheduler.go. Cron patterns (`0 30 6 * * *`, `@daily`...) are not supported: refused as an invalid
-pattern."""
+and scheduler.go; the cron patterns of later releases (six fields, seconds first, `@daily`..., in
+`Nats-Schedule-Time-Zone`) from its cron.go."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import re
 import time
 import zoneinfo
 from typing import TYPE_CHECKING, Any
@@ -52,7 +54,109 @@ def parse_schedule(pattern: str, tz: str | None, ts: int) -> tuple[int, bool]:
         if nxt < now:  # missed (a restart): fire once, then keep the rhythm from now
             nxt = _round_s(now) + step
         return nxt, True
-    raise ValueError("cron patterns are not supported by edged")
+    pattern = _PREDEFINED.get(pattern, pattern)
+    loc = zoneinfo.ZoneInfo(tz) if tz else datetime.UTC
+    cron = Cron(pattern)
+    nxt = cron.next_after(ts, loc)
+    now = time.time_ns()
+    if nxt < now:  # missed (a restart): once, from now
+        nxt = cron.next_after(_round_s(now), loc)
+    return nxt, True
+
+
+_PREDEFINED = {"@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
+               "@weekly": "0 0 0 * * 0", "@daily": "0 0 0 * * *", "@midnight": "0 0 0 * * *",
+               "@hourly": "0 0 * * * *"}
+_MONTHS = {n: i for i, n in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                                        "dec"), 1)}
+_DAYS = {n: i for i, n in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
+# (lowest, highest, names) of: second, minute, hour, day of month, month, day of week
+_BOUNDS: tuple[tuple[int, int, dict[str, int]], ...] = (
+    (0, 59, {}), (0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _MONTHS), (0, 6, _DAYS))
+_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+def _number(text: str, names: dict[str, int]) -> int:
+    if text.lower() in names:
+        return names[text.lower()]
+    if not _NUMBER.fullmatch(text) or int(text) < 0:
+        raise ValueError(f"bad number {text!r}")
+    return int(text)
+
+
+def _field(text: str, lo: int, hi: int, names: dict[str, int]) -> tuple[set[int], bool]:
+    """The values a cron field allows, and whether it is unrestricted (`*` or `?` without a step):
+    a comma list of `*`, `n`, `a-b`, each with an optional `/step` (`n/step` runs to the field's end)."""
+    values: set[int] = set()
+    star = False
+    for part in (p for p in text.split(",") if p):
+        rng, *steps = part.split("/")
+        if len(steps) > 1:
+            raise ValueError("too many slashes")
+        bounds = rng.split("-")
+        this_star = bounds[0] in ("*", "?")
+        if this_star:
+            a, b = lo, hi
+        elif len(bounds) == 1:
+            a = b = _number(bounds[0], names)
+        elif len(bounds) == 2:
+            a, b = _number(bounds[0], names), _number(bounds[1], names)
+        else:
+            raise ValueError("too many hyphens")
+        step = 1
+        if steps:
+            step = _number(steps[0], {})
+            if len(bounds) == 1 and not this_star:
+                b = hi
+            if step > 1:
+                this_star = False
+        if a < lo or b > hi or a > b or step == 0:
+            raise ValueError(f"bad range {part!r}")
+        values.update(range(a, b + 1, step))
+        star = star or this_star
+    if not values:  # nothing could ever match
+        raise ValueError(f"empty field {text!r}")
+    return values, star
+
+
+class Cron:
+    """A six-field cron pattern (seconds first) as nats-server reads it: day of month and day of week
+    both restricted means either may match, otherwise both must."""
+
+    def __init__(self, pattern: str) -> None:
+        fields = pattern.split()
+        if len(fields) != 6:
+            raise ValueError(f"pattern requires 6 fields, got {len(fields)}")
+        parsed = [_field(f, *b) for f, b in zip(fields, _BOUNDS, strict=True)]
+        (self.sec, _), (self.min, _), (self.hour, _), (self.dom, dom_star), (self.mon, _), (self.dow, dow_star) = \
+            parsed
+        self.both_days = not (dom_star or dow_star)
+
+    def _day_ok(self, t: datetime.datetime) -> bool:
+        dom, dow = t.day in self.dom, (t.weekday() + 1) % 7 in self.dow
+        return dom or dow if self.both_days else dom and dow
+
+    def next_after(self, ts: int, loc: datetime.tzinfo) -> int:
+        """The first time after `ts` (ns) the pattern matches, in ns; ValueError if none within 5 years."""
+        t = datetime.datetime.fromtimestamp(ts // NS, loc).replace(microsecond=0) + _SECOND
+        limit = t.year + 5
+        while t.year <= limit:
+            if t.month not in self.mon:
+                t = (t.replace(day=1, hour=0, minute=0, second=0) + datetime.timedelta(days=32)).replace(day=1)
+            elif not self._day_ok(t):
+                t = t.replace(hour=0, minute=0, second=0) + datetime.timedelta(days=1)
+            elif t.hour not in self.hour:
+                t = t.replace(minute=0, second=0) + datetime.timedelta(hours=1)
+            elif t.minute not in self.min:
+                t = t.replace(second=0) + datetime.timedelta(minutes=1)
+            elif t.second not in self.sec:
+                t = t + _SECOND
+            else:
+                return int(t.timestamp()) * NS
+        raise ValueError("pattern exceeds maximum range")
+
+
+_SECOND = datetime.timedelta(seconds=1)
 
 
 def _strip(hdr: bytes) -> bytes:

@@ -1,6 +1,7 @@
 """Message schedules (`allow_msg_schedules`, nats-server 2.12), differential: config rules, the
-publish-time refusals, a one-shot `@at` that fires onto its target (headers, payload, TTL) and purges
-itself, an `@every` that repeats until purged with `Nats-Schedule-Next: purge`; and a schedule set
+publish-time refusals (cron patterns and time zones included), a one-shot `@at` that fires onto its
+target (headers, payload, TTL) and purges itself, an `@every` and a cron pattern that repeat until purged
+with `Nats-Schedule-Next: purge`; and a schedule set
 before a kill -9 that fires after the restart."""
 
 from __future__ import annotations
@@ -84,6 +85,16 @@ async def _scenario(url: str) -> list[Any]:
             ("sched.z", {**ok, "Nats-Schedule-Rollup": "all"}),
             ("sched.z", {**ok, "Nats-Rollup": "all"}),
             ("sched.z", {**ok, "Nats-Schedule-Time-Zone": "Nowhere/Never"}),
+            ("sched.z", {**ok, "Nats-Schedule-Time-Zone": "Europe/Berlin"}),
+            ("sched.c", {**ok, "Nats-Schedule": "0 30 6 * * *", "Nats-Schedule-Time-Zone": "Europe/Berlin"}),
+            ("sched.c", {**ok, "Nats-Schedule": "@daily"}),
+            ("sched.c", {**ok, "Nats-Schedule": "0 0 0 * * MON-FRI"}),
+            ("sched.c", {**ok, "Nats-Schedule": "0 30 6 * *"}),
+            ("sched.c", {**ok, "Nats-Schedule": "60 * * * * *"}),
+            ("sched.c", {**ok, "Nats-Schedule": "* * * * * 7"}),
+            ("sched.c", {**ok, "Nats-Schedule": "*/0 * * * * *"}),
+            ("sched.c", {**ok, "Nats-Schedule": "0 0 0 31 2 *"}),
+            ("sched.c", {**ok, "Nats-Schedule": "@sometimes"}),
             ("sched.z", {**ok, "Nats-Schedule-Source": "out.z"}),
             ("sched.z", {"Nats-Scheduler": "sched.y"}),
             ("sched.z", {"Nats-Schedule-Next": "later", "Nats-Scheduler": "sched.y"}),
@@ -109,6 +120,11 @@ async def _scenario(url: str) -> list[Any]:
         out.append(sorted(e["hdrs"]))
         out.append(await _req(nc, "sched.stop", {"Nats-Schedule-Next": "purge", "Nats-Scheduler": "sched.e"}))
         out.append(await _last(nc, "S", "sched.e"))
+        # a cron pattern firing every second
+        await _req(nc, "sched.c", {"Nats-Schedule": "* * * * * *", "Nats-Schedule-Target": "out.c"}, b"c")
+        c = await _wait_for(nc, "S", "out.c")
+        out.append((c["data"], sorted(c["hdrs"])) if c else None)
+        await _req(nc, "sched.stop", {"Nats-Schedule-Next": "purge", "Nats-Scheduler": "sched.c"})
     finally:
         await nc.close()
     return out
