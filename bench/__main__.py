@@ -27,6 +27,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "js": ("bench.js_publish", "bench.js_consume"),
     "jsp": ("bench.js_publish",),
     "jsc": ("bench.js_consume",),
+    "jsl2": ("bench.js_level2",),
     "leaf": ("bench.leaf",),
     "storage": ("bench.bench_storage",),
     "pipe": ("bench.pipeline_read",),
