@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only core,js,leaf,offline,storage,pipe]`: every side-by-side benchmark, one table.
+"""`python -m bench [--quick] [--only core,js,leaf,offline,storage,pipe,mqtt]`: every side-by-side benchmark, one table.
 
 A section module takes part by exposing `run_report(report)` or `run(report)`; one that is missing,
 or has neither, is skipped with a line saying so. A section that fails is reported and the rest still
@@ -27,12 +27,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "js": ("bench.js_publish", "bench.js_consume"),
     "jsp": ("bench.js_publish",),
     "jsc": ("bench.js_consume",),
+    "jsl2": ("bench.js_level2",),
     "leaf": ("bench.leaf",),
     "storage": ("bench.bench_storage",),
     "pipe": ("bench.pipeline_read",),
     "offline": ("bench.offline",),
+    "mqtt": ("bench.mqtt",),
 }
-DEFAULT = ("core", "js", "leaf", "offline", "storage", "pipe")
+DEFAULT = ("core", "js", "leaf", "offline", "storage", "pipe", "mqtt")
 
 
 def entry(mod: ModuleType) -> Callable[[Report], Any] | None:

@@ -24,6 +24,10 @@ def front_doors(opts: Options) -> list[FrontDoor]:
         from bridges import websocket
 
         doors.append(websocket.register)
+    if opts.mqtt_bridges:
+        from bridges.mqtt_bridge.service import register as mqtt_bridges
+
+        doors.append(mqtt_bridges)
     return doors
 
 
@@ -35,8 +39,15 @@ def validate(opts: Options) -> None:
         websocket.validate(opts)
 
 
+def services(opts: Options) -> list[FrontDoor]:
+    """Services from outside edged/ that the configuration asks for: board health (hw/)."""
+    from hw.health import register
+
+    return [register]
+
+
 def build(opts: Options) -> Server:
     server = Server(opts)
-    for register in front_doors(opts):
+    for register in front_doors(opts) + services(opts):
         register(server)
     return server

@@ -497,6 +497,10 @@ class ClientConnection(Connection):
             return
         try:
             res = self.authenticate(self.connect_opts)
+        except AuthError as e:
+            # revoked by an account JWT update: nats-server tells the client (updateAccountClaimsWithRefresh)
+            self._auth_violation("User Authentication Revoked" if e.revoked else e.client_text)
+            return
         except Exception:
             self._auth_violation()
             return

@@ -1249,7 +1249,13 @@ def _check_keys(cx: _Ctx, m: Any, key: str | int, schema: Any) -> None:
 
 
 def _edged(cx: _Ctx, m: Any, key: str) -> None:
-    cx.opts.edged = dict(cx.map_(m, key))
+    b = cx.map_(m, key)
+    cx.opts.edged = dict(b)
+    for k in b:
+        if k.lower() == "mqtt_bridge":
+            from bridges.mqtt_bridge.config import parse_bridges
+
+            cx.opts.mqtt_bridges = parse_bridges(cx, b, k, _tls_block)
 
 
 _TOP: dict[str, Any] = {

@@ -66,6 +66,8 @@ class StreamImport:
     subject: str
     to: str = ""  # the local subject (a mapping of `subject`)
     prefix: str = ""  # or a literal prefix put before `subject`
+    token: str = ""  # an account JWT's activation token for a private export (edged/account_jwt.py)
+    allow_trace: bool = False
 
 
 @dataclass
@@ -74,6 +76,7 @@ class ServiceImport:
     subject: str
     to: str = ""
     share: bool = False  # the exporter sees who asks in detail (Nats-Request-Info)
+    token: str = ""  # an account JWT's activation token for a private export
 
 
 @dataclass
@@ -83,12 +86,19 @@ class Export:
     accounts: list[str] = field(default_factory=list)  # empty = public
     response_type: str = "Singleton"
     response_threshold: float = 120.0  # seconds a stream/chunked response route stays without traffic
+    # account JWT exports: importers need an activation token; revoked activations (importer -> iat);
+    # the subject token that must be the importer's account
+    token_req: bool = False
+    revocations: dict[str, int] = field(default_factory=dict)
+    account_token_position: int = 0
+    allow_trace: bool = False
 
 
 @dataclass
 class MapDest:
     subject: str
     weight: int = 100  # percent
+    cluster: str = ""  # an account JWT's cluster-scoped destination (never used: edged runs no cluster)
 
 
 @dataclass
@@ -122,6 +132,11 @@ class AccountConfig:
     mappings: list[Mapping] = field(default_factory=list)
     default_permissions: Permissions | None = None
     nkey: str = ""  # account public key (when configured with one)
+    # operator mode: the account JWT's name, issuer (operator key) and signing keys (who may sign its
+    # activation tokens)
+    name_tag: str = ""
+    issuer: str = ""
+    signing_keys: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -251,6 +266,53 @@ class WebsocketOpts:
 
 
 @dataclass
+class BridgeOutRule:
+    """`out`: a local subject (core NATS, at most once) or a stream's durable consumer (at least once) to an
+    upstream topic. `topic` is a template in topic form; its `{{wildcard(n)}}` / `$n` take the source's
+    wildcards; empty = the subject with `.` as `/`."""
+
+    subject: str = ""
+    stream: str = ""
+    filter_subject: str = ""
+    durable: str = ""
+    deliver: str = "all"  # where a new durable starts: all / new
+    topic: str = ""
+    qos: int = 1
+    retain: bool = False
+
+
+@dataclass
+class BridgeInRule:
+    """`in`: an upstream topic filter to a local subject; with `stream`, the upstream PUBACK waits for the
+    stream's PubAck. `subject` is a template in subject form; empty = the topic with `/` as `.`."""
+
+    topic: str = ""
+    subject: str = ""
+    stream: str = ""
+    qos: int = 1
+
+
+@dataclass
+class MQTTBridgeOpts:
+    """One `edged { mqtt_bridge [ ... ] }` entry: a connection to an upstream MQTT broker and its rules."""
+
+    name: str = ""
+    urls: list[str] = field(default_factory=list)  # mqtt://host:port, mqtts://host:port
+    client_id: str = ""
+    username: str = ""
+    password: str = ""
+    tls: TLSConfig | None = None  # ca_file, cert_file/key_file, insecure
+    protocol: int = 4  # 4 = MQTT 3.1.1, 5 = MQTT 5
+    keepalive: float = 30.0
+    clean_session: bool = False
+    account: str = "$G"
+    max_inflight: int = 100  # per out rule: messages handed to the broker and not yet acknowledged
+    reconnect_max: float = 30.0  # backoff ceiling between connection attempts
+    out: list[BridgeOutRule] = field(default_factory=list)
+    in_: list[BridgeInRule] = field(default_factory=list)
+
+
+@dataclass
 class ConfigWarning:
     """A setting that was read but that edged does not act on (yet)."""
 
@@ -319,6 +381,7 @@ class Options:
     websocket: WebsocketOpts | None = None
     # edged-only block (`edged { ... }`): hardware, systemd, etc.
     edged: dict[str, Any] = field(default_factory=dict)
+    mqtt_bridges: list[MQTTBridgeOpts] = field(default_factory=list)  # edged { mqtt_bridge [...] }
     # where options came from
     config_file: str = ""
     warnings: list[ConfigWarning] = field(default_factory=list)

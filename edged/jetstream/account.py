@@ -275,6 +275,10 @@ async def _close(stream: Stream, deleted: bool) -> None:
     delete advisory."""
     stream.closed = True
     stream.unsubscribe()
+    if stream.atomic is not None:  # open batches go with it (the global in-flight count too)
+        stream.atomic.clear()
+    if stream.scheduler is not None:
+        stream.scheduler.stop()
     if stream.sync is not None:
         stream.sync.stop()
         stream.sync = None

@@ -1170,16 +1170,21 @@ class Consumer:
         # loop timers may fire a little early: allow for it, and re-arm for what is still waiting
         now = time.monotonic() + 0.005
         keep: deque[PullRequest] = deque()
+        expired: list[PullRequest] = []
         soonest = 0.0
         for r in self.waiting:
             if r.expires and now >= r.expires:
-                self._end_request(r)
-                self._status(r.reply, 408, "Request Timeout", r)
+                expired.append(r)
             else:
                 keep.append(r)
                 if r.expires and (not soonest or r.expires < soonest):
                     soonest = r.expires
         self.waiting = keep
+        # the 408s go out after the queue is settled: an in-process requester may pull again from its
+        # handler, which appends to the queue
+        for r in expired:
+            self._end_request(r)
+            self._status(r.reply, 408, "Request Timeout", r)
         if soonest and not self.closed:
             self._arm_expiry(self.loop.time() + max(0.001, soonest - time.monotonic()), 0.01)
 

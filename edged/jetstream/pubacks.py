@@ -56,6 +56,10 @@ class PubAcks:
         return b'{"stream":"%s","seq":%d%s%s}' % (stream.encode(), seq, self._domain_field,
                                                  b',"duplicate":true' if duplicate else b"")
 
+    def puback_extra(self, stream: str, seq: int, extra: dict[str, Any]) -> bytes:
+        """A PubAck with more fields (a counter's `val`, a batch's `batch` and `count`)."""
+        return self.puback(stream, seq)[:-1] + b"," + _encode(extra)[1:]
+
     def send_ack(self, jsa: JSAccount, reply: str, stream: str, seq: int, duplicate: bool = False) -> None:
         jsa.internal.publish(reply, self.puback(stream, seq, duplicate))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +17,12 @@ import msgspec
 from edged.config import parse_duration
 from edged.goformat import go_duration, rfc3339ns
 from edged.headers import get_header, make_headers, remove_headers
+from edged.jetstream.atomic import AtomicBatches
+from edged.jetstream.counters import LastTotals, apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.gojson import go_quote
+from edged.jetstream.schedules import Scheduler
 from edged.log import log
 from edged.subjects import (
     SubjectTransform,
@@ -80,8 +83,7 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 
 # newer nats-server stream features edged does not have: refused, rather than a stream without them
-_NOT_SUPPORTED = (("allow_msg_counter", "message counters"), ("allow_atomic", "atomic batch publishes"),
-                  ("allow_msg_schedules", "message schedules"), ("allow_batched", "fast batch publishes"))
+_NOT_SUPPORTED = (("allow_batched", "fast batch publishes"),)
 
 
 def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,8 +114,6 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     for key, what in _NOT_SUPPORTED:
         if req.get(key):
             raise _invalid(f"{what} ({key}) are not supported by edged")
-    if req.get("persist_mode") == "async":
-        raise _invalid("asynchronous persistence (persist_mode: async) is not supported by edged")
     placement = {k: v for k, v in (req.get("placement") or {}).items() if v}
     if placement.get("preferred"):
         raise _invalid("preferred server not permitted in placement")
@@ -140,6 +140,7 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
     allow_rollup = bool(req.get("allow_rollup_hdrs"))
     if deny_purge and allow_rollup:
         raise _invalid("roll-ups require the purge permission")
+    allow_rollup, deny_purge = level2_config_checks(req, retention, discard, storage, allow_rollup, deny_purge)
     max_per = lim("max_msgs_per_subject")
     dnps = bool(req.get("discard_new_per_subject"))
     if dnps:
@@ -255,6 +256,7 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         if not isinstance(md, dict):
             raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal metadata")
         cfg["metadata"] = {str(k): str(v) for k, v in md.items()}
+    level2_config_fields(req, cfg)
     cl = req.get("consumer_limits") or {}
     cfg["consumer_limits"] = {k: v for k, v in cl.items() if k in ("inactive_threshold", "max_ack_pending") and v}
     return cfg
@@ -408,9 +410,7 @@ def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise _invalid("stream configuration update can not cancel deny purge")
     if old.get("allow_msg_ttl") and not new.get("allow_msg_ttl"):
         raise _invalid("message TTL status can not be disabled")
-
-
-_BIG_INT = re.compile(r"[+-]?[0-9]+")  # what Go's big.Int SetString(s, 10) takes
+    level2_update_checks(old, new)
 
 
 def _check_schedule_headers(subject: str, hdr: bytes) -> None:
@@ -487,6 +487,12 @@ class Stream:
         self.last_msg_id = ""
         self.closed = False
         self.sync: Any = None  # mirror.StreamSync of a mirror or a stream with sources
+        self.atomic: AtomicBatches | None = None  # open atomic batches, once one was published
+        self.committing_batch = False  # storing a checked batch: its messages are not staged again
+        self.schedules_check: Any = None  # a stream with message schedules: their header checks
+        self.scheduler: Scheduler | None = None
+        self.totals = LastTotals()  # a counter stream's last message per subject
+        self.parse_ttl = parse_ttl
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -508,6 +514,12 @@ class Stream:
         self.allow_ttl = bool(c.get("allow_msg_ttl"))
         self.sdm_ttl = c.get("subject_delete_marker_ttl", 0) // NS  # whole seconds, as nats-server uses it
         self.allow_rollup = bool(c.get("allow_rollup_hdrs"))
+        self.counter = bool(c.get("allow_msg_counter"))
+        self.async_persist = c.get("persist_mode") == "async"
+        if c.get("allow_msg_schedules") and self.scheduler is None:
+            self.scheduler = Scheduler(self)
+            self.schedules_check = self.scheduler.check
+            self.scheduler.restore()
         st = c.get("subject_transform")
         self.transform = SubjectTransform(st.get("src") or ">", st["dest"]) if st else None
         rp = c.get("republish")
@@ -567,11 +579,6 @@ class Stream:
             if oldest is None or store.msg_size(oldest.subject, oldest.hdr, oldest.data) < size:
                 raise api_error("JSStreamStoreFailedF", err="maximum bytes exceeded")
 
-    def _refuse_batch(self, subject: str, hdr: bytes, payload: bytes) -> None:
-        """An atomic batch publish (edged has none): nats-server's batch path checks these first."""
-        self._check_room(self.store.msg_size(subject, hdr, payload))
-        raise api_error("JSAtomicPublishDisabledErr")
-
     def _check_room(self, size: int) -> None:
         """The disk (a full one refuses file streams) and the account's JetStream limits."""
         if self.space.store_full and self.file:
@@ -598,12 +605,16 @@ class Stream:
         ttl_bad = False
         msg_id = ""
         rollup = ""
-        if hdr and get_header(hdr, "Nats-Batch-Id"):
-            self._refuse_batch(subject, hdr, payload)
+        batch_id = get_header(hdr, "Nats-Batch-Id") if hdr and not self.committing_batch else None
+        if batch_id:
+            if self.atomic is None:
+                self.atomic = AtomicBatches(self, parse_ttl)
+            self.atomic.publish(batch_id, subject, reply, hdr, payload)
+            return
         if hdr:
             incr = get_header(hdr, "Nats-Incr")
-            if incr:  # edged has no counter streams
-                raise api_error("JSMessageIncrDisabledErr" if _BIG_INT.fullmatch(incr) else "JSMessageIncrInvalidErr")
+            if incr:
+                check_incr(incr, self.counter, hdr, payload)
             exp = get_header(hdr, "Nats-Expected-Stream")
             if exp and exp != self.name:
                 raise api_error("JSStreamNotMatchErr")
@@ -630,7 +641,10 @@ class Stream:
             els = get_header(hdr, "Nats-Expected-Last-Sequence")
             if els and _seq_header(els) != store.last_seq:
                 raise api_error("JSStreamWrongLastSequenceErrF", seq=store.last_seq)
-            _check_schedule_headers(subject, hdr)
+            if self.scheduler is None:
+                _check_schedule_headers(subject, hdr)
+            elif not self.scheduler.firing:
+                hdr = self.scheduler.check(subject, hdr)
             msg_id = get_header(hdr, "Nats-Msg-Id") or ""
             if msg_id:
                 prev = self.dedupe.get(msg_id)
@@ -648,6 +662,11 @@ class Stream:
                     raise api_error("JSStreamRollupFailedF", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
+        counter_val = None
+        if self.counter:
+            hdr, payload, counter_val = apply_incr(self.totals.last(store, subject), subject, hdr, payload)
+            if self.max_msg_size >= 0 and len(hdr) + len(payload) > self.max_msg_size:
+                raise api_error("JSStreamMessageExceedsMaximumErr")  # the new total does not fit
         size = store.msg_size(subject, hdr, payload)
         self._check_room(size)
         if ttl_bad:
@@ -667,6 +686,8 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         except StoreError as e:
             raise api_error("JSStreamStoreFailedF", err=str(e)) from None
+        if counter_val is not None:
+            self.totals.stored(subject, seq)
         if msg_id:
             self.dedupe[msg_id] = (seq, ts)
         self.last_msg_id = msg_id  # the id of the last stored message: "" when it had none, as nats-server
@@ -705,16 +726,29 @@ class Stream:
             self.purged(target, self.purge_store(target, keep=1)[1])
         for c in self.consumers.values():
             c.on_msg(seq, subject)
+        if self.scheduler is not None:
+            self.scheduler.stored(seq, subject, hdr, ts)
         if self.republish is not None:
             self._republish(subject, seq, ts, hdr, payload)
         if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
-            if hasattr(committed, "add_done_callback"):
+            if self.async_persist:  # persist_mode async: acknowledged before the commit (README)
+                committed = None
+            if counter_val is not None:  # the PubAck carries the counter's new total
+                self._ack_body(reply, committed, self.pubacks.puback_extra(self.name, seq, {"val": counter_val}))
+            elif hasattr(committed, "add_done_callback"):
                 self.pubacks.ack_after(committed, self.jsa, reply, self.name, seq)
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+
+    def _ack_body(self, reply: str, committed: Any, body: bytes) -> None:
+        """A PubAck other than the plain one (a counter's, a batch's), once `committed` is."""
+        if hasattr(committed, "add_done_callback"):
+            self.pubacks.ack_after(committed, self.jsa, reply, None, body)
+        else:
+            self.jsa.internal.publish(reply, body)
 
     def _trim_subject(self, subject: str) -> tuple[int, list[Any]]:
         """max_msgs_per_subject after a write: (how many went, which)."""
@@ -749,6 +783,10 @@ class Stream:
                 return
         if seq and seq <= store.last_seq:
             raise ValueError(f"sequence {seq} is not past the last one ({store.last_seq})")
+        if self.counter:
+            if b"Nats-Incr:" in hdr:  # a counter's total from a source: what changed is added
+                hdr, payload, _ = apply_incr(self.totals.last(store, subject), subject, hdr, payload)
+            self.totals.forget(subject)
         size = store.msg_size(subject, hdr, payload)
         self._check_room(size)
         if self.discard_new:
