@@ -269,12 +269,12 @@ class Consumer:
         sf = str(c.get("sample_freq") or "").strip().rstrip("%")
         self.sample = min(100, max(0, int(sf))) / 100 if sf.isdigit() else 0.0
         self.replay_original = c["replay_policy"] == "original"
-        # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery
-        # and the max_deliver advisory a first delivery may already trigger
         # priority groups (pull only): the policy chooses which waiting request a message goes to
         self.policy = c.get("priority_policy") or ""
         self.groups = c.get("priority_groups") or []
         self.pinned_ttl = c.get("priority_timeout") or 0
+        # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery,
+        # the max_deliver advisory a first delivery may already trigger, and a priority policy's choice
         self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
                           or (self.max_deliver == 1 and self.ack != "none") or self.policy)
         self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
