@@ -18,9 +18,14 @@ FrontDoor = Callable[[Server], None]
 
 
 def front_doors(opts: Options) -> list[FrontDoor]:
-    """The front doors the configuration asks for, beyond the NATS client port. None has landed yet:
-    `mqtt {}` and `websocket {}` are reported as not supported by the config layer."""
-    return []
+    """The front doors the configuration asks for, beyond the NATS client port (`websocket {}` is still
+    reported as not supported by the config layer)."""
+    doors: list[FrontDoor] = []
+    if opts.mqtt is not None:
+        from bridges.mqtt.service import register_mqtt
+
+        doors.append(register_mqtt)
+    return doors
 
 
 def build(opts: Options) -> Server:

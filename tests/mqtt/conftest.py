@@ -1,0 +1,34 @@
+"""MQTT tests: edged (or nats-server, for differential tests) with an `mqtt {}` port, and paho clients."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.support.mqtt import mqtt_config, wait_mqtt
+from tests.support.servers import KINDS, ServerProcess, free_port
+
+
+@pytest.fixture
+def mqtt_server(start_server: Callable[..., ServerProcess]) -> Callable[..., ServerProcess]:
+    """`mqtt_server(kind="edged", extra="", mqtt_extra="")`: a started server with JetStream and an MQTT
+    port (`.mqtt_port`)."""
+
+    def start(kind: str = "edged", extra: str = "", mqtt_extra: str = "", **kw: Any) -> ServerProcess:
+        port = free_port()
+        store = tempfile.mkdtemp(prefix="mqtt-js-")
+        srv = start_server(kind, config=mqtt_config(port, store, extra, mqtt_extra), **kw)
+        wait_mqtt(port)
+        srv.mqtt_port = port  # type: ignore[attr-defined]
+        return srv
+
+    return start
+
+
+@pytest.fixture(params=KINDS)
+def any_mqtt(request: pytest.FixtureRequest, mqtt_server: Callable[..., ServerProcess]) -> ServerProcess:
+    """The same MQTT 3.1.1 scenario against nats-server's MQTT listener and against edged."""
+    return mqtt_server(request.param)
