@@ -1,0 +1,234 @@
+"""Persistent sessions, retained messages, wills and client-id takeover, across reconnects, edged restarts
+and kill -9: the state lives in JetStream streams (nats-server's names), so it is there afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+import pytest
+
+from tests.support.aio import run
+from tests.support.mqtt import Client, wait_mqtt
+from tests.support.servers import ServerProcess
+
+
+def _restart(srv: ServerProcess, how: str) -> None:
+    if how == "kill9":
+        srv.kill9()
+        srv.start()
+    else:
+        srv.restart()
+    wait_mqtt(srv.mqtt_port)  # type: ignore[attr-defined]
+
+
+def test_retained_set_replace_clear(any_mqtt: ServerProcess) -> None:
+    port = any_mqtt.mqtt_port  # type: ignore[attr-defined]
+    pub = Client(port)
+    pub.publish("ret/a", "one", 1, retain=True)
+    pub.publish("ret/b", "bee", 1, retain=True)
+    s1 = Client(port)
+    s1.subscribe("ret/#", 1)
+    got = sorted((m.topic, m.payload, m.retain) for m in s1.get_n(2))
+    assert got == [("ret/a", b"one", True), ("ret/b", b"bee", True)]
+    pub.publish("ret/a", "two", 1, retain=True)  # replace: a live subscriber gets it without retain
+    m = s1.get()
+    assert (m.topic, m.payload, m.retain) == ("ret/a", b"two", False)
+    pub.publish("ret/b", "", 1, retain=True)  # clear
+    s1.get()
+    s2 = Client(port)
+    s2.subscribe("ret/#", 1)
+    m = s2.get()
+    assert (m.topic, m.payload, m.retain) == ("ret/a", b"two", True)
+    assert s2.none()
+    for c in (pub, s1, s2):
+        c.disconnect()
+
+
+@pytest.mark.parametrize("how", ["restart", "kill9"])
+def test_persistent_session_and_retained_survive(mqtt_server, how: str) -> None:  # type: ignore[no-untyped-def]
+    srv = mqtt_server()
+    port = srv.mqtt_port
+    s = Client(port, client_id="dev-1", clean=False)
+    s.subscribe("ps/#", 1)
+    s.disconnect()
+    pub = Client(port)
+    pub.publish("ps/one", "queued-before", 1)
+    pub.publish("keep/r", "retained", 1, retain=True)
+    pub.disconnect()
+    _restart(srv, how)
+    pub = Client(port)
+    pub.publish("ps/two", "queued-after", 1)
+    s = Client(port, client_id="dev-1", clean=False)
+    assert s.session_present
+    assert [m.payload for m in s.get_n(2)] == [b"queued-before", b"queued-after"]
+    r = Client(port)
+    r.subscribe("keep/#", 0)
+    assert r.get().payload == b"retained"
+    for c in (pub, s, r):
+        c.disconnect()
+
+
+def test_clean_session_drops_state(any_mqtt: ServerProcess) -> None:
+    port = any_mqtt.mqtt_port  # type: ignore[attr-defined]
+    s = Client(port, client_id="cs-1", clean=False)
+    s.subscribe("cs/#", 1)
+    s.disconnect()
+    s = Client(port, client_id="cs-1", clean=True)
+    assert not s.session_present
+    s.disconnect()
+    pub = Client(port)
+    pub.publish("cs/x", "lost", 1)
+    s = Client(port, client_id="cs-1", clean=False)
+    assert not s.session_present
+    assert s.none()
+    s.disconnect()
+    pub.disconnect()
+
+
+def test_nats_publish_queued_for_offline_session(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """nats-server delivers NATS -> MQTT at QoS 0 only, never to an offline session; edged queues it."""
+    srv = mqtt_server()
+    port = srv.mqtt_port
+    s = Client(port, client_id="dev-nats", clean=False)
+    s.subscribe("cmd/dev-nats/#", 1)
+    s.disconnect()
+
+    async def publish() -> None:
+        nc = await nats.connect(srv.url)
+        await nc.publish("cmd.dev-nats.reboot", b"please")
+        await nc.flush()
+        await nc.close()
+
+    run(publish())
+    _restart(srv, "kill9")
+    s = Client(port, client_id="dev-nats", clean=False)
+    m = s.get()
+    assert (m.topic, m.payload, m.qos) == ("cmd/dev-nats/reboot", b"please", 1)
+    s.disconnect()
+
+
+def test_unacked_qos1_resent_at_once_on_reconnect(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """A message delivered but never PUBACKed is sent again when the session comes back, without waiting
+    for ack_wait (here an hour, so only the resend on reconnect can deliver it)."""
+    srv = mqtt_server(mqtt_extra="ack_wait: '1h'")
+    port = srv.mqtt_port
+    s = Client(port, client_id="slow", clean=False)
+    s.subscribe("u/#", 1)
+    # the client takes the message but dies before its PUBACK: paho acks on receipt, so drop the socket
+    # from inside the message callback, before paho can answer
+    s.c.on_message = lambda c, u, m: (s.msgs.put(m), c.socket().close())
+    pub = Client(port)
+    pub.publish("u/1", "must-arrive", 1)
+    assert s.get().payload == b"must-arrive"
+    s.c.loop_stop()
+    s2 = Client(port, client_id="slow", clean=False)
+    m = s2.get()
+    assert m.payload == b"must-arrive"
+    s2.disconnect()
+    pub.disconnect()
+
+
+def test_will_on_abrupt_close_not_on_disconnect(any_mqtt: ServerProcess) -> None:
+    port = any_mqtt.mqtt_port  # type: ignore[attr-defined]
+    w = Client(port)
+    w.subscribe("will/#", 1)
+    a = Client(port, will=("will/a", b"a-died", 1, False))
+    a.drop()
+    m = w.get()
+    assert (m.topic, m.payload) == ("will/a", b"a-died")
+    b = Client(port, will=("will/b", b"b-died", 1, True))
+    b.disconnect()
+    assert w.none()
+    c = Client(port, will=("will/c", b"c-died", 1, True))
+    c.drop()
+    assert w.get().payload == b"c-died"
+    late = Client(port)
+    late.subscribe("will/c", 0)
+    m = late.get()
+    assert m.payload == b"c-died" and m.retain  # a retained will is retained
+    w.disconnect()
+    late.disconnect()
+
+
+def test_client_id_takeover(any_mqtt: ServerProcess) -> None:
+    port = any_mqtt.mqtt_port  # type: ignore[attr-defined]
+    first = Client(port, client_id="same-id")
+    first.subscribe("to/#", 0)
+    second = Client(port, client_id="same-id")
+    first.disconnects.get(timeout=10)  # the first connection is closed by the server
+    first.c.loop_stop()
+    second.subscribe("to/#", 0)
+    pub = Client(port)
+    pub.publish("to/x", "hi", 1)
+    assert second.get().payload == b"hi"
+    assert first.none()
+    second.disconnect()
+    pub.disconnect()
+
+
+def test_qos2_incoming_survives_restart_between_pubrec_and_pubrel(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """QoS 2 in: after PUBREC the message is edged's; it is delivered exactly once when PUBREL comes,
+    even across a kill -9."""
+    from bridges.mqtt import codec
+    from bridges.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
+    import socket
+
+    srv = mqtt_server()
+    port = srv.mqtt_port
+    sub = Client(port, client_id="q2sub", clean=False)
+    sub.subscribe("q2/#", 2)
+    sub.disconnect()
+
+    def raw_session() -> tuple[socket.socket, codec.MQTTDecoder]:
+        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sk.sendall(codec.encode(Connect(client_id="q2pub", clean_start=False, keep_alive=30), 4))
+        dec = codec.MQTTDecoder(protocol_level=4, server=False)
+        pk = _read(sk, dec)
+        assert isinstance(pk, ConnAck) and pk.reason_code == 0
+        return sk, dec
+
+    sk, dec = raw_session()
+    sk.sendall(codec.encode(Publish("q2/x", b"exactly-once", qos=2, packet_id=7), 4))
+    assert _read(sk, dec) == PubRec(7)
+    sk.close()
+    srv.kill9()
+    srv.start()
+    wait_mqtt(port)
+    sk, dec = raw_session()
+    sk.sendall(codec.encode(PubRel(7), 4))
+    assert _read(sk, dec) == PubComp(7)
+    sk.sendall(codec.encode(PubRel(7), 4))  # again: nothing more is published
+    assert _read(sk, dec) == PubComp(7)
+    sk.close()
+    s = Client(port, client_id="q2sub", clean=False)
+    m = s.get()
+    assert (m.payload, m.qos) == (b"exactly-once", 2)
+    assert s.none()
+    s.disconnect()
+
+
+def _read(sk, dec):  # type: ignore[no-untyped-def]
+    while True:
+        data = sk.recv(65536)
+        assert data, "connection closed"
+        pk = dec.feed(data)
+        if pk:
+            return pk[0]
+
+
+def test_other_clients_unaffected_by_restart_of_one(any_mqtt: ServerProcess) -> None:
+    port = any_mqtt.mqtt_port  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        subs = [Client(port) for _ in range(3)]
+        for s in subs:
+            s.subscribe("fan/out", 1)
+        pub = Client(port)
+        pub.publish("fan/out", "all", 1)
+        for s in subs:
+            assert (await asyncio.to_thread(s.get)).payload == b"all"
+        for c in (*subs, pub):
+            c.disconnect()
+
+    run(main())
