@@ -170,9 +170,10 @@ def test_client_id_takeover(any_mqtt: ServerProcess) -> None:
 def test_qos2_incoming_survives_restart_between_pubrec_and_pubrel(mqtt_server) -> None:  # type: ignore[no-untyped-def]
     """QoS 2 in: after PUBREC the message is edged's; it is delivered exactly once when PUBREL comes,
     even across a kill -9."""
+    import socket
+
     from bridges.mqtt import codec
     from bridges.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
-    import socket
 
     srv = mqtt_server()
     port = srv.mqtt_port
