@@ -495,7 +495,7 @@ class MQTTConnection(Connection):
             elif p.qos == 2:
                 self._send_ordered(None, encode(PubRec(p.packet_id, rc), self.level))
             return None
-        hdr = _publish_header(p.qos, props)
+        hdr = _publish_header(p.qos, props, p.retain)
         retained = None
         if p.retain:
             retained = Retained(subject, topic, p.payload, (p.qos << 1) | 1, self.macc.api.id if self.macc else "",
@@ -654,7 +654,9 @@ class MQTTConnection(Connection):
         else:
             plain.st = st  # type: ignore[attr-defined]
         s.subs[key] = st
-        if restore:
+        if queue:
+            pass
+        elif restore:
             if st.qos > 0:
                 macc.watch(subject)
         elif old is None or old.qos == 0:
@@ -663,6 +665,10 @@ class MQTTConnection(Connection):
         elif st.qos == 0:
             macc.unwatch(subject)
         cfg = s.cons.get(key)
+        if queue:
+            # a shared subscription is a queue group: one member gets each message, at the lower of the two
+            # QoS, through the plain subscription (a consumer per member would hand each message to two)
+            return
         if st.qos == 0:
             if cfg is not None:
                 del s.cons[key]
@@ -754,7 +760,7 @@ class MQTTConnection(Connection):
                     continue
                 found = True
                 self._drop_js_sub(key)
-                if st.qos > 0:
+                if st.qos > 0 and not group:
                     macc.unwatch(subject)
                 cfg = s.cons.pop(key, None)
                 if cfg is not None and not group:
@@ -798,38 +804,57 @@ class MQTTConnection(Connection):
         if ignore_for_reserved(sub.reserved, subj):
             return
         pq = mqtt_qos(hdr)
-        if st.qos > 0 and pq != 0 and not subj.startswith("$MQTT."):
+        qos = 0
+        if sub.queue is not None:
+            qos = min(st.qos, 1 if pq is None else pq)
+        elif st.qos > 0 and not (pq == 0 and self.service.publishing) and not subj.startswith("$MQTT."):
             return  # its QoS 1/2 copy comes through the session's consumer
         if st.no_local and self.server.reading.origin is self:
             return
         sub.delivered += 1
-        self._publish_out(subject_to_topic(subj), payload, 0, False, False, 0, hdr,
-                          reply.decode("utf-8", "surrogateescape"), [st.sub_id] if st.sub_id else [])
+        retain = st.retain_as_published and natsmsg.mqtt_retained(hdr)
+        self._publish_out(subject_to_topic(subj), payload, qos, retain, False, self._track("", qos) if qos else 0, hdr,
+                          reply.decode("utf-8", "surrogateescape"), [st.sub_id] if st.sub_id else [],
+                          natsmsg.expiry(hdr))
 
     def _deliver_js(self, sub: MQTTSub, st: SubState, subj: str, ack: str, hdr: bytes | None, payload: bytes) -> None:
         if not subj.startswith(MSGS_PREFIX):
             return
         nsubj = subj[len(MSGS_PREFIX):]
         if ignore_for_reserved(sub.reserved, nsubj):
-            self.macc.api.publish(ack, b"") if self.macc else None
+            self._ack_later(ack)
             return
         pq = mqtt_qos(hdr)
         qos = min(st.qos, 2 if pq is None else pq)
         toks = ack.split(".")
-        dup = len(toks) >= 9 and toks[-5] != "1"  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
-        reply = natsmsg.get_header(hdr, REPLY_HEADER.decode()) or ""
-        sub.delivered += 1
-        if qos == 0:
-            if self.macc is not None:
-                self.macc.api.publish(ack, b"")
+        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
+        dup = len(toks) >= 9 and toks[-5] != "1"
+        exp = natsmsg.expiry(hdr)
+        if exp is not None and len(toks) >= 9 and toks[-2].isdigit():
+            exp -= int((time.time_ns() - int(toks[-2])) / 1e9)
+        skip = (exp is not None and exp <= 0) or (
+            st.no_local and natsmsg.get_header(hdr, natsmsg.ORIGIN_HEADER) == str(self.cid))
+        if skip or qos == 0:
+            self._ack_later(ack)
+            if skip:
+                return
             pi = 0
         else:
             pi = self._track(ack, qos)
-        self._publish_out(subject_to_topic(nsubj), payload, qos, False, dup, pi, hdr, reply,
-                          [st.sub_id] if st.sub_id else [])
+        sub.delivered += 1
+        reply = natsmsg.get_header(hdr, REPLY_HEADER.decode()) or ""
+        retain = st.retain_as_published and natsmsg.mqtt_retained(hdr)
+        self._publish_out(subject_to_topic(nsubj), payload, qos, retain, dup, pi, hdr, reply,
+                          [st.sub_id] if st.sub_id else [], exp)
+
+    def _ack_later(self, ack: str) -> None:
+        """Ack a consumer's delivery after the delivery call returns: an ack inside it would re-enter the
+        consumer's delivery loop."""
+        if self.macc is not None:
+            self.server.loop.call_soon(self.macc.api.publish, ack, b"")
 
     def _publish_out(self, topic: str, payload: bytes, qos: int, retain: bool, dup: bool, pi: int,
-                     hdr: bytes | None, reply: str, sub_ids: list[int]) -> None:
+                     hdr: bytes | None, reply: str, sub_ids: list[int], expiry: int | None = None) -> None:
         props_b = None
         if self.level == MQTT_5:
             props = None
@@ -837,15 +862,16 @@ class MQTTConnection(Connection):
                 x = natsmsg.extras(hdr)
                 props = Properties(user_properties=x.user, correlation_data=x.correlation,
                                    content_type=x.content_type, payload_format_indicator=x.payload_format,
-                                   subscription_identifiers=sub_ids)
+                                   subscription_identifiers=sub_ids, message_expiry_interval=expiry)
                 if reply:
                     props.response_topic = subject_to_topic(reply)
             props_b = encode_properties(props) if props is not None else EMPTY_PROPERTIES
         data = encode_publish(topic.encode(), payload, qos, pi, retain, dup, props_b)
         if self.client_max_packet and len(data) > self.client_max_packet:
             # too big for the client [MQTT-3.1.2-24]: dropped as if delivered
-            if pi:
-                self._on_puback(pi)
+            e = self.inflight.pop(pi, None) if pi else None
+            if e is not None and e[0]:
+                self._ack_later(e[0])
             return
         self.out_msgs += 1
         self.out_bytes += len(payload)
@@ -918,8 +944,8 @@ def _both(a: Awaitable[None], b: Awaitable[None]) -> Awaitable[None]:
     return asyncio.ensure_future(asyncio.gather(a, b))
 
 
-def _publish_header(qos: int, props: Properties | None) -> bytes:
+def _publish_header(qos: int, props: Properties | None, retain: bool = False) -> bytes:
     if props is None:
-        return natsmsg.QOS_HEADERS[qos]
+        return mqtt_header(qos, retain=True) if retain else natsmsg.QOS_HEADERS[qos]
     return mqtt_header(qos, props.user_properties, props.correlation_data, props.content_type,
-                       props.payload_format_indicator)
+                       props.payload_format_indicator, retain, props.message_expiry_interval)

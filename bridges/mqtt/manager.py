@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bridges.mqtt.jsapi import JSApi, JSApiFailure
-from bridges.mqtt.natsmsg import mqtt_qos
 from bridges.mqtt.retained import RetainedStore
 from bridges.mqtt.session import MSGS_PREFIX, MSGS_STREAM, SESS_STREAM, STREAMS, Session
 from bridges.mqtt.topics import ignore_for_reserved, is_reserved_subscription
@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 
 
 class MQTTAccount:
-    def __init__(self, server: Server, account: Account) -> None:
+    def __init__(self, server: Server, account: Account, origin_is_mqtt: Callable[[], bool]) -> None:
         mo = server.opts.mqtt
         assert mo is not None
         self.server = server
         self.account = account
+        self.origin_is_mqtt = origin_is_mqtt
         self.api = JSApi(account, mo.js_domain, mo.js_api_timeout or 5.0)
         self.retained = RetainedStore(self.api)
         self.sessions: dict[str, Session] = {}  # every session known: live and offline persistent ones
@@ -126,10 +127,9 @@ class MQTTAccount:
         """Remove a session: its consumers, its QoS 1/2 queueing, its record."""
         if self.sessions.get(s.client_id) is s:
             del self.sessions[s.client_id]
-        for sub in list(s.subs):
-            st = s.subs[sub]
-            if st.qos > 0:
-                self.unwatch(sub.partition(" ")[0])
+        for key, st in s.subs.items():
+            if st.qos > 0 and not st.queue:
+                self.unwatch(key.partition(" ")[0])
         s.subs.clear()
         cons, s.cons = s.cons, {}
         for cfg in cons.values():
@@ -148,7 +148,7 @@ class MQTTAccount:
 
     def _watch_session(self, s: Session) -> None:
         for key, st in s.subs.items():
-            if st.qos > 0:
+            if st.qos > 0 and not st.queue:
                 self.watch(key.partition(" ")[0])
 
     def watch(self, subject: str) -> None:
@@ -177,9 +177,9 @@ class MQTTAccount:
 
     def _queue_nats_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """A message matched a QoS 1/2 session subscription: store it for the sessions' consumers unless MQTT
-        stored it already, or it is MQTT's own traffic. One message matching several subscriptions comes
+        stored it already (it is being routed by `MQTTService.publish`), or it is MQTT's own traffic. One message matching several subscriptions comes
         here once per subscription in one routing: it is stored once (the payload object is the same)."""
-        if subject.startswith("$MQTT.") or mqtt_qos(hdr) is not None:
+        if subject.startswith("$MQTT.") or self.origin_is_mqtt():
             return
         if payload is self._last_payload and subject == self._last_subject:
             return

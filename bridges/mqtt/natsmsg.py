@@ -1,6 +1,6 @@
 """How an MQTT message is a NATS message and back, with nats-server's headers (`Nmqtt-Pub: <qos>`, the
 retained record's `Nmqtt-R*`), plus edged's MQTT 5 mapping: user properties are NATS headers, a message
-expiry is `Nats-TTL`, a response topic is the NATS reply subject and the correlation data rides in
+expiry rides in `Nmqtt-Expiry`, a response topic is the NATS reply subject and the correlation data rides in
 `Nmqtt-Corr`. Pure functions, no I/O."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ PUB_HEADER = "Nmqtt-Pub"
 CORRELATION_HEADER = "Nmqtt-Corr"
 CONTENT_TYPE_HEADER = "Nmqtt-Content-Type"
 FORMAT_HEADER = "Nmqtt-Format"
-EXPIRY_HEADER = "Nats-TTL"
+EXPIRY_HEADER = "Nmqtt-Expiry"
+ORIGIN_HEADER = "Nmqtt-Origin"
 R_TOPIC = "Nmqtt-RTopic"
 R_ORIGIN = "Nmqtt-ROrigin"
 R_FLAGS = "Nmqtt-RFlags"
@@ -23,7 +24,7 @@ DEL_MARKER = "-"
 
 # headers that belong to the MQTT mapping itself, never shown to an MQTT 5 receiver as user properties
 _INTERNAL = {PUB_HEADER, "Nmqtt-Subject", "Nmqtt-Mapped", CORRELATION_HEADER, CONTENT_TYPE_HEADER,
-             FORMAT_HEADER, EXPIRY_HEADER}
+             FORMAT_HEADER, EXPIRY_HEADER, ORIGIN_HEADER, "Nmqtt-Reply", "Nmqtt-Retain"}
 
 
 # the header of a plain MQTT message, by QoS: built once
@@ -31,10 +32,17 @@ QOS_HEADERS = [b"NATS/1.0\r\n%s:%d\r\n\r\n" % (PUB_HEADER.encode(), q) for q in 
 
 
 def mqtt_header(qos: int, user: list[tuple[str, str]] | None = None, correlation: bytes | None = None,
-                content_type: str | None = None, payload_format: int | None = None) -> bytes:
+                content_type: str | None = None, payload_format: int | None = None, retain: bool = False,
+                expiry: int | None = None) -> bytes:
     """The header block of a NATS message made from an MQTT PUBLISH (`Nmqtt-Pub:<qos>` first, as
-    nats-server writes it)."""
-    parts = [b"NATS/1.0", b"%s:%d" % (PUB_HEADER.encode(), qos)]
+    nats-server writes it; a retained message adds the flags nibble after the QoS, nats-server's
+    layout for a staged QoS 2 message, so a retain-as-published subscription can tell)."""
+    first = b"%s:%d" % (PUB_HEADER.encode(), qos)
+    if retain:
+        first += b"%x" % ((qos << 1) | 1)
+    parts = [b"NATS/1.0", first]
+    if expiry is not None:
+        parts.append(b"%s: %d" % (EXPIRY_HEADER.encode(), expiry))
     if correlation is not None:
         parts.append(f"{CORRELATION_HEADER}: {base64.b64encode(correlation).decode()}".encode())
     if content_type is not None:
@@ -49,6 +57,17 @@ def mqtt_header(qos: int, user: list[tuple[str, str]] | None = None, correlation
 
 def _header_safe(name: str) -> bool:
     return bool(name) and ":" not in name and not any(c in name for c in " \r\n\t")
+
+
+def mqtt_retained(hdr: bytes | None) -> bool:
+    """Was it published with the retain flag (the flags nibble after the QoS)?"""
+    v = get_header(hdr, PUB_HEADER)
+    return bool(v and len(v) > 1 and int(v[1], 16) & 1) if v and v[1:2].isalnum() else False
+
+
+def expiry(hdr: bytes | None) -> int | None:
+    v = get_header(hdr, EXPIRY_HEADER)
+    return int(v) if v and v.isdigit() else None
 
 
 def mqtt_qos(hdr: bytes | None) -> int | None:

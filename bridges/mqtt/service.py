@@ -44,6 +44,9 @@ class MQTTService:
         self.connect_timeout = mo.auth_timeout or 2.0
         if mo.tls is not None:
             self.connect_timeout = max(self.connect_timeout, mo.tls.timeout + 1.0)
+        # True while `publish` routes an MQTT message: what receivers see then came from MQTT (a NATS
+        # message may carry a copied Nmqtt-Pub header: nats-py's respond() copies the request's)
+        self.publishing = False
         self._wills: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.listener: Listener | None = None
 
@@ -87,10 +90,13 @@ class MQTTService:
         for a in self.accounts.values():
             a.close()
 
+    def routing_mqtt(self) -> bool:
+        return self.publishing
+
     def account_state(self, acc: Account) -> MQTTAccount:
         a = self.accounts.get(acc.name)
         if a is None:
-            a = self.accounts[acc.name] = MQTTAccount(self.server, acc)
+            a = self.accounts[acc.name] = MQTTAccount(self.server, acc, self.routing_mqtt)
         return a
 
     # ------------------------------------------------------------------ auth
@@ -138,11 +144,18 @@ class MQTTService:
         if account is None:
             return None
         sb = subject.encode()
-        account.route(subject, sb, reply.encode() if reply else b"", hdr, payload, origin)
+        self.publishing = True
+        try:
+            account.route(subject, sb, reply.encode() if reply else b"", hdr, payload, origin)
+        finally:
+            self.publishing = False
         if qos > 0:
-            h = hdr
+            # the stored copy also names its publisher (an MQTT 5 no-local subscription skips its own) and
+            # carries the reply subject in a header (a reply would get the stream's PubAck)
+            h = hdr[:-2] + b"Nmqtt-Origin:%d\r\n" % getattr(origin, "cid", 0)
             if reply:
-                h = hdr[:-2] + REPLY_HEADER + b":" + reply.encode() + b"\r\n\r\n"
+                h += REPLY_HEADER + b":" + reply.encode() + b"\r\n"
+            h += b"\r\n"
             self.account_state(account).api.client.publish(MSGS_PREFIX + subject, payload, "", h)
         js = self.server.jetstream
         if js is None or qos == 0:
