@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only core,js,leaf,offline,storage,pipe]`: every side-by-side benchmark, one table.
+"""`python -m bench [--quick] [--only core,js,leaf,offline,storage,pipe,mqtt]`: every side-by-side benchmark, one table.
 
 A section module takes part by exposing `run_report(report)` or `run(report)`; one that is missing,
 or has neither, is skipped with a line saying so. A section that fails is reported and the rest still
@@ -31,8 +31,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "storage": ("bench.bench_storage",),
     "pipe": ("bench.pipeline_read",),
     "offline": ("bench.offline",),
+    "mqtt": ("bench.mqtt",),
 }
-DEFAULT = ("core", "js", "leaf", "offline", "storage", "pipe")
+DEFAULT = ("core", "js", "leaf", "offline", "storage", "pipe", "mqtt")
 
 
 def entry(mod: ModuleType) -> Callable[[Report], Any] | None:

@@ -13,6 +13,7 @@ bytes without a Publish object; the other packets go through small per-type func
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -87,7 +88,7 @@ class MQTTProtocolError(Exception):
 
 def encode_varint(n: int) -> bytes:
     """The spec's variable byte integer (1..4 bytes, 0..268435455)."""
-    if n < 128:
+    if 0 <= n < 128:
         return _SMALL_VARINTS[n]
     if n > MAX_VARINT or n < 0:
         raise ValueError(f"variable byte integer out of range: {n}")
@@ -367,8 +368,12 @@ def _name(ptype: int) -> str:
     return "will properties" if ptype == WILL_PROPERTIES else PacketType(ptype).name
 
 
+_H = struct.Struct(">H").pack
+_BBH = struct.Struct(">BBH").pack
+
+
 def _u16(n: int) -> bytes:
-    return n.to_bytes(2, "big")
+    return _H(n)
 
 
 def _str(s: str) -> bytes:
@@ -693,6 +698,12 @@ _DECODERS: dict[int, Callable[[_Body, int, int, bool], Any]] = {
 }
 
 
+# topic names already checked (valid UTF-8, no U+0000, no wildcard, not empty) -> their text: a publisher
+# repeats a few topics, so the hot path skips the decode and the checks; shared by all decoders, bounded
+_TOPICS: dict[bytes, str] = {}
+_TOPICS_MAX = 4096
+
+
 class MQTTDecoder:
     """Decodes one direction of one connection; dead after the first MQTTProtocolError."""
 
@@ -753,6 +764,7 @@ class MQTTDecoder:
         level = self.protocol_level
         limit = self.max_packet_size
         from_server = not self.server
+        topics = _TOPICS
         append = out.append
         while pos < n:
             h = buf[pos]
@@ -793,7 +805,36 @@ class MQTTDecoder:
                 return pos
             start = pos + hl
             if ptype == 3:
-                append(self._publish(buf, start, end, h & 15, level, from_server))
+                # fast path: a topic seen before (so valid), no properties; anything else takes _publish
+                flags = h & 15
+                qos = (flags >> 1) & 3
+                topic = None
+                p = start + 2
+                if p <= end:
+                    p += (buf[start] << 8) | buf[start + 1]
+                    if p <= end:
+                        topic = topics.get(buf[start + 2 : p])
+                if topic is not None:
+                    pid = 0
+                    if qos == 0:
+                        if flags & 8:
+                            topic = None
+                    elif qos != 3 and p + 2 <= end:
+                        pid = (buf[p] << 8) | buf[p + 1]
+                        p += 2
+                        if not pid:
+                            topic = None
+                    else:
+                        topic = None
+                    if level == 5 and topic is not None:
+                        if p < end and buf[p] == 0:
+                            p += 1
+                        else:
+                            topic = None
+                if topic is None:
+                    append(self._publish(buf, start, end, flags, level, from_server))
+                else:
+                    append(Publish(topic, buf[p:end], qos, flags & 1 == 1, flags & 8 == 8, pid, None))
             else:
                 self._check_type(ptype, h & 15, level)
                 r = _Body(buf, start, end, ptype)
@@ -845,6 +886,10 @@ class MQTTDecoder:
             raise MQTTProtocolError(
                 ReasonCode.TOPIC_NAME_INVALID, f"wildcards not allowed in publish's topic: {topic!r}", packet_type=3
             )
+        if topic:
+            if len(_TOPICS) >= _TOPICS_MAX:
+                _TOPICS.clear()
+            _TOPICS[raw] = topic
         pid = 0
         if qos:
             if p + 2 > end:
@@ -898,11 +943,11 @@ def encode_publish(
         n += 2
     if properties is not None:
         n += len(properties)
-    head = bytes((first, n, tl >> 8, tl & 0xFF)) if n < 128 else bytes((first,)) + encode_varint(n) + _u16(tl)
+    head = _BBH(first, n, tl) if n < 128 else bytes((first,)) + encode_varint(n) + _H(tl)
     if qos:
         if properties is not None:
-            return b"".join((head, topic, _u16(packet_id), properties, payload))
-        return b"".join((head, topic, _u16(packet_id), payload))
+            return b"".join((head, topic, _H(packet_id), properties, payload))
+        return b"".join((head, topic, _H(packet_id), payload))
     if properties is not None:
         return b"".join((head, topic, properties, payload))
     return b"".join((head, topic, payload))
