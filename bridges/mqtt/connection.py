@@ -324,8 +324,9 @@ class MQTTConnection(Connection):
         except AuthError as e:
             srv.auth_errors += 1
             log.error("%s:%d - cid:%d - MQTT authentication error: %s", self.host, self.port, self.cid, e)
-            self._send(ConnAck(False, ReasonCode.BAD_USER_NAME_OR_PASSWORD if c.username or c.password
-                               else ReasonCode.NOT_AUTHORIZED))
+            # nats-server answers 3.1.1 "not authorized" whatever failed; MQTT 5 can say more
+            bad = v5 and (c.username is not None or c.password is not None)
+            self._send(ConnAck(False, ReasonCode.BAD_USER_NAME_OR_PASSWORD if bad else ReasonCode.NOT_AUTHORIZED))
             self.close("Authentication Failure")
             return
         acc = srv.account_for(res)
@@ -415,6 +416,11 @@ class MQTTConnection(Connection):
             self._arm_keep_alive()
         log.debug("%s:%d - cid:%d - MQTT client %r connected (level %d, session present %s)", self.host,
                   self.port, self.cid, cid, self.level, present)
+
+    @property
+    def mqtt_client(self) -> str:
+        """The MQTT client id (monitoring counts connections that have one)."""
+        return self.client_id
 
     def take_over(self) -> None:
         """Another connection CONNECTed with this client id."""
@@ -803,6 +809,8 @@ class MQTTConnection(Connection):
             return
         if ignore_for_reserved(sub.reserved, subj):
             return
+        if self.perms is not None and self.perms.deny_delivery(subj):
+            return
         pq = mqtt_qos(hdr)
         qos = 0
         if sub.queue is not None:
@@ -832,7 +840,7 @@ class MQTTConnection(Connection):
         exp = natsmsg.expiry(hdr)
         if exp is not None and len(toks) >= 9 and toks[-2].isdigit():
             exp -= int((time.time_ns() - int(toks[-2])) / 1e9)
-        skip = (exp is not None and exp <= 0) or (
+        skip = (exp is not None and exp <= 0) or (self.perms is not None and self.perms.deny_delivery(nsubj)) or (
             st.no_local and natsmsg.get_header(hdr, natsmsg.ORIGIN_HEADER) == str(self.cid))
         if skip or qos == 0:
             self._ack_later(ack)
