@@ -358,7 +358,13 @@ class MQTTConnection(Connection):
                 return
         macc = self.service.account_state(acc)
         self.macc = macc
-        await macc.ready()
+        try:
+            await macc.ready()
+        except JSApiFailure as e:  # no JetStream for this account: nowhere to keep MQTT state
+            log.error("%s:%d - cid:%d - MQTT: account %s: %s", self.host, self.port, self.cid, acc.name, e)
+            self._send(ConnAck(False, ReasonCode.SERVER_UNAVAILABLE))
+            self.close("Client Closed")
+            return
         if self.closed:
             return
         # client-id takeover: the connection holding the id is closed (MQTT 5 told why) and let go first
@@ -890,6 +896,11 @@ class MQTTConnection(Connection):
         pass
 
     # ------------------------------------------------------------------ closing
+
+    def close(self, reason: str, flush: bool = True, abort: bool = False) -> None:
+        if reason == "Server Shutdown" and not self.closed and self.connected and self.level == MQTT_5:
+            self._send(Disconnect(ReasonCode.SERVER_SHUTTING_DOWN))
+        super().close(reason, flush, abort)
 
     def _release(self) -> None:
         acc = self.account

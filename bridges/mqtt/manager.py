@@ -46,7 +46,7 @@ class MQTTAccount:
 
     async def ready(self) -> None:
         """The streams exist and the state is loaded (once; every CONNECT in the account waits for it)."""
-        if self._ready is None:
+        if self._ready is None or (self._ready.done() and self._ready.exception() is not None):
             self._ready = asyncio.get_running_loop().create_task(self._load())
         await asyncio.shield(self._ready)
 

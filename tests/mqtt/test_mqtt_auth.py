@@ -141,3 +141,17 @@ def test_connz_and_varz(mqtt_server) -> None:  # type: ignore[no-untyped-def]
     varz = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/varz", timeout=10).read())
     assert varz["mqtt"]["port"] == srv.mqtt_port and varz["mqtt"]["connections"] == 1
     c.disconnect()
+
+
+def test_account_without_jetstream_is_server_unavailable(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """MQTT state lives in JetStream: a user of an account without it is told so, and others go on."""
+    srv = mqtt_server(extra="accounts { C { users: [ {user: carl, password: pc} ] }, "
+                            "D { jetstream: enabled, users: [ {user: dan, password: pd} ] } }")
+    carl = Client(srv.mqtt_port, username="carl", password="pc", connect=False)
+    assert carl.connect(expect_ok=False).getName() == "Server unavailable"
+    carl.c.loop_stop()
+    dan = Client(srv.mqtt_port, username="dan", password="pd")
+    dan.subscribe("d/#", 1)
+    dan.publish("d/1", "fine", 1)
+    assert dan.get().payload == b"fine"
+    dan.disconnect()
