@@ -25,7 +25,8 @@ def test_known_keys_of_every_block_load() -> None:
     assert o.server_name == "S1" and o.jetstream.store_dir == "./js"
     assert [a.name for a in o.accounts] == ["A", "B"]
     ignored = {w.key for w in o.warnings}
-    assert {"cluster", "gateway", "mqtt", "websocket", "limits", "proxies"} <= ignored
+    assert {"cluster", "gateway", "websocket", "limits", "proxies"} <= ignored and "mqtt" not in ignored
+    assert o.mqtt is not None and (o.mqtt.js_domain, o.mqtt.username, o.mqtt.max_ack_pending) == ("d", "m", 100)
 
 
 def test_every_unknown_key_of_a_file_is_reported() -> None:
