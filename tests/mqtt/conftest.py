@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.mqtt import mqtt_config, wait_mqtt
+from tests.support.mqtt import Mosquitto, mqtt_config, wait_mqtt
 from tests.support.servers import KINDS, ServerProcess, free_port
 
 
@@ -32,3 +32,17 @@ def mqtt_server(start_server: Callable[..., ServerProcess]) -> Callable[..., Ser
 def any_mqtt(request: pytest.FixtureRequest, mqtt_server: Callable[..., ServerProcess]) -> ServerProcess:
     """The same MQTT 3.1.1 scenario against nats-server's MQTT listener and against edged."""
     return mqtt_server(request.param)
+
+
+@pytest.fixture(params=["mosquitto", "edged"])
+def v5_broker(request: pytest.FixtureRequest, mqtt_server: Callable[..., ServerProcess]) -> Iterator[Any]:
+    """The same MQTT 5 scenario against mosquitto (nats-server has no MQTT 5) and against edged."""
+    if request.param == "edged":
+        yield mqtt_server()
+        return
+    try:
+        m = Mosquitto(tempfile.mkdtemp(prefix="mosquitto-"))
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    yield m
+    m.stop()

@@ -142,3 +142,33 @@ def until(pred: Any, timeout: float = WAIT, interval: float = 0.02) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(interval)
+
+
+class Mosquitto:
+    """A mosquitto broker on a free loopback port: the MQTT 5 reference where nats-server has no MQTT 5."""
+
+    def __init__(self, workdir: str) -> None:
+        import os
+        import shutil
+        import subprocess
+
+        from tests.support.servers import free_port
+
+        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not os.path.exists(exe):
+            raise FileNotFoundError("mosquitto not installed (apt-get install mosquitto)")
+        self.mqtt_port = free_port()
+        conf = os.path.join(workdir, "mosquitto.conf")
+        with open(conf, "w") as f:
+            f.write(f"listener {self.mqtt_port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        self.log = open(os.path.join(workdir, "mosquitto.log"), "wb")
+        self.proc = subprocess.Popen([exe, "-c", conf], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_port(self.mqtt_port, self.proc)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+        self.log.close()
