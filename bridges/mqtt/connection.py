@@ -230,7 +230,7 @@ class MQTTConnection(Connection):
         if isinstance(p, PubAck):
             self._on_puback(p.packet_id)
         elif isinstance(p, PubRec):
-            self._on_pubrec(p.packet_id)
+            return self._on_pubrec(p.packet_id)
         elif isinstance(p, PubRel):
             return self._on_pubrel(p.packet_id)
         elif isinstance(p, PubComp):
@@ -576,14 +576,23 @@ class MQTTConnection(Connection):
         if e is not None and e[0] and self.macc is not None:
             self.macc.api.publish(e[0], b"")
 
-    def _on_pubrec(self, pi: int) -> None:
+    def _on_pubrec(self, pi: int) -> Awaitable[None] | None:
+        """QoS 2 out, PUBREC: the message is the client's now (the consumer's delivery is acked); the PUBREL
+        to send is noted in a persistent session's record before it goes, so it is sent again after a
+        reconnect or a restart until the PUBCOMP."""
         e = self.inflight.pop(pi, None)
         s = self.session
         if e is not None and e[0] and self.macc is not None:
             self.macc.api.publish(e[0], b"")
-        if s is not None:
-            s.pubrel.add(pi)
-            self._save_soon()
+        if s is None or not s.persistent or self.macc is None:
+            self._send(PubRel(pi))
+            return None
+        s.pubrel.add(pi)
+        return self._pubrel_after_save(s, pi)
+
+    async def _pubrel_after_save(self, s: Session, pi: int) -> None:
+        assert self.macc is not None
+        await self.macc.save(s)
         self._send(PubRel(pi))
 
     def _on_pubcomp(self, pi: int) -> None:

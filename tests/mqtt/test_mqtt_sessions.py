@@ -209,13 +209,20 @@ def test_qos2_incoming_survives_restart_between_pubrec_and_pubrel(mqtt_server) -
     s.disconnect()
 
 
+_LEFT: dict[int, list] = {}  # packets read past the one asked for, per decoder
+
+
 def _read(sk, dec):  # type: ignore[no-untyped-def]
-    while True:
+    """The next packet on a raw socket (packets that came in the same read are kept for the next call)."""
+    left = _LEFT.setdefault(id(dec), [])
+    while not left:
         data = sk.recv(65536)
         assert data, "connection closed"
-        pk = dec.feed(data)
-        if pk:
-            return pk[0]
+        left.extend(dec.feed(data))
+    pk = left.pop(0)
+    if not left:
+        del _LEFT[id(dec)]  # a later decoder may get the same id
+    return pk
 
 
 def test_other_clients_unaffected_by_restart_of_one(any_mqtt: ServerProcess) -> None:
@@ -233,3 +240,57 @@ def test_other_clients_unaffected_by_restart_of_one(any_mqtt: ServerProcess) -> 
             c.disconnect()
 
     run(main())
+
+
+@pytest.mark.parametrize("how", ["reconnect", "kill9"])
+def test_qos2_outgoing_pubrel_resent(mqtt_server, how: str) -> None:  # type: ignore[no-untyped-def]
+    """QoS 2 out: a subscriber that PUBRECed but never PUBCOMPed gets the PUBREL again when its session
+    comes back (after a kill -9 too), and not the message a second time."""
+    import socket
+
+    from bridges.mqtt import codec
+    from bridges.mqtt.packets import (
+        Connect,
+        PubComp,
+        Publish,
+        PubRec,
+        PubRel,
+        SubAck,
+        Subscribe,
+        SubscriptionOptions,
+    )
+
+    srv = mqtt_server()
+    port = srv.mqtt_port
+
+    def session() -> tuple[socket.socket, codec.MQTTDecoder, bool]:
+        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sk.sendall(codec.encode(Connect(client_id="q2out", clean_start=False, keep_alive=30), 4))
+        dec = codec.MQTTDecoder(protocol_level=4, server=False)
+        ack = _read(sk, dec)
+        return sk, dec, ack.session_present
+
+    sk, dec, _ = session()
+    sk.sendall(codec.encode(Subscribe(1, [("q2o/#", SubscriptionOptions(qos=2))]), 4))
+    assert _read(sk, dec) == SubAck(1, [2])
+    pub = Client(port)
+    pub.publish("q2o/x", "once", 2)
+    p = _read(sk, dec)
+    assert isinstance(p, Publish) and (p.payload, p.qos) == (b"once", 2)
+    sk.sendall(codec.encode(PubRec(p.packet_id), 4))
+    assert _read(sk, dec) == PubRel(p.packet_id)
+    sk.close()  # no PUBCOMP
+    if how == "kill9":
+        _restart(srv, "kill9")
+    else:
+        pub.disconnect()
+    sk, dec, present = session()
+    assert present
+    assert _read(sk, dec) == PubRel(p.packet_id)
+    sk.sendall(codec.encode(PubComp(p.packet_id), 4))
+    sk.close()
+    sk, dec, _ = session()
+    sk.settimeout(1.0)
+    with pytest.raises(TimeoutError):  # nothing more: neither the message nor the PUBREL again
+        sk.recv(65536)
+    sk.close()
