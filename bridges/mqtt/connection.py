@@ -946,8 +946,7 @@ class MQTTConnection(Connection):
                 self._left.set_result(None)
 
     def enter_lame_duck(self) -> None:
-        if self.level == MQTT_5 and self.connected:
-            self._send(Disconnect(ReasonCode.SERVER_SHUTTING_DOWN))
+        """Nothing to say yet: MQTT 5 clients get DISCONNECT 0x8B when lame duck mode closes them."""
 
     def info(self) -> dict[str, Any]:
         return {

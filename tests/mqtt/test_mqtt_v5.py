@@ -223,3 +223,57 @@ def test_takeover_disconnect_reason(v5_broker) -> None:  # type: ignore[no-untyp
     assert rc.value == (0x8E if isinstance(srv, ServerProcess) else 0x80)
     first.c.loop_stop()
     second.disconnect()
+
+
+def test_receive_maximum_and_maximum_packet_size(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """The client's receive maximum bounds unacknowledged QoS 1 messages in flight to it; a message larger
+    than its maximum packet size is not sent to it [MQTT-3.1.2-24]."""
+    import socket
+
+    from bridges.mqtt import codec
+    from bridges.mqtt.packets import (
+        ConnAck,
+        Connect,
+        Properties,
+        PubAck,
+        Publish,
+        SubAck,
+        Subscribe,
+        SubscriptionOptions,
+    )
+
+    srv = mqtt_server()
+    sk = socket.create_connection(("127.0.0.1", srv.mqtt_port), timeout=10)
+    dec = codec.MQTTDecoder(protocol_level=5, server=False)
+    left: list = []
+
+    def read():  # type: ignore[no-untyped-def]
+        while not left:
+            data = sk.recv(65536)
+            assert data
+            left.extend(dec.feed(data))
+        return left.pop(0)
+
+    sk.sendall(codec.encode(Connect(protocol_level=5, client_id="rm", properties=Properties(
+        receive_maximum=2, maximum_packet_size=200)), 5))
+    assert isinstance(read(), ConnAck)
+    sk.sendall(codec.encode(Subscribe(1, [("rm/#", SubscriptionOptions(qos=1))]), 5))
+    assert isinstance(read(), SubAck)
+    pub = _v5(srv)
+    pub.publish("rm/big", b"x" * 500, 1)
+    for i in range(5):
+        pub.publish(f"rm/{i}", str(i), 1)
+    first = [read(), read()]
+    assert [p.payload for p in first] == [b"0", b"1"]  # the big one skipped, then two in flight
+    sk.settimeout(0.5)
+    try:
+        more = sk.recv(65536)
+    except TimeoutError:
+        more = b""
+    assert more == b""  # no third until one is acknowledged
+    sk.settimeout(10)
+    sk.sendall(codec.encode(PubAck(first[0].packet_id), 5))
+    p = read()
+    assert isinstance(p, Publish) and p.payload == b"2"
+    sk.close()
+    pub.disconnect()
