@@ -650,7 +650,8 @@ class MQTTConnection(Connection):
                 st = SubState(qos, topic_filter, group or "", o.no_local, o.retain_as_published, sub_id)
                 new = (key not in s.subs) or new
                 await self._subscribe_key(key, st)
-            if group is None and o.retain_handling == 0 or (o.retain_handling == 1 and new):
+            # no retained messages for a shared subscription [MQTT-4.8.2-6 note]; retain handling 1: only if new
+            if group is None and (o.retain_handling == 0 or (o.retain_handling == 1 and new)):
                 retained_out.append((st, f))
             codes.append(qos)
         if s.persistent:

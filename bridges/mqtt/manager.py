@@ -19,6 +19,7 @@ from bridges.mqtt.retained import RetainedStore
 from bridges.mqtt.session import MSGS_PREFIX, MSGS_STREAM, SESS_STREAM, STREAMS, Session
 from bridges.mqtt.topics import ignore_for_reserved, is_reserved_subscription
 from edged.log import log
+from edged.subjects import subject_matches
 
 if TYPE_CHECKING:
     from edged.accounts import Account
@@ -40,8 +41,8 @@ class MQTTAccount:
         self._ready: asyncio.Task[None] | None = None
         # subject -> (internal subscription, how many QoS 1/2 session subscriptions want it)
         self._watch: dict[str, tuple[Subscription, int]] = {}
-        self._last_payload: bytes | None = None
-        self._last_subject = ""
+        self._dups = 0  # calls still to come for the message just queued (it matched several subjects)
+        self._dup_of: tuple[bytes, str] = (b"", "")
         self._expiry: dict[str, asyncio.TimerHandle] = {}
 
     async def ready(self) -> None:
@@ -178,20 +179,22 @@ class MQTTAccount:
     def _queue_nats_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """A message matched a QoS 1/2 session subscription: store it for the sessions' consumers unless MQTT
         stored it already (it is being routed by `MQTTService.publish`), or it is MQTT's own traffic. One message matching several subscriptions comes
-        here once per subscription in one routing: it is stored once (the payload object is the same)."""
+        here once per matching subject, one call right after the other: it is stored once."""
         if subject.startswith("$MQTT.") or self.origin_is_mqtt():
             return
-        if payload is self._last_payload and subject == self._last_subject:
-            return
-        self._last_payload, self._last_subject = payload, subject
-        self.server.loop.call_soon(self._forget_last, payload)
+        if self._dups:
+            if self._dup_of[0] is payload and self._dup_of[1] == subject:
+                self._dups -= 1
+                return
+            self._dups = 0  # a count that did not run out (never expected): not this message's
+        # the router hands one message to every matching subscription in a row: this is its first, so
+        # the next (matches - 1) calls are the same message
+        self._dups = sum(1 for w in self._watch if subject_matches(w, subject)
+                         and not ignore_for_reserved(is_reserved_subscription(w), subject)) - 1
+        self._dup_of = (payload, subject)
         if reply:  # a request: its reply subject rides in a header (a reply would get the stream's PubAck)
             hdr = (hdr[:-2] if hdr else b"NATS/1.0\r\n") + b"Nmqtt-Reply:" + reply.encode() + b"\r\n\r\n"
         self.api.client.publish(MSGS_PREFIX + subject, payload, "", hdr)
-
-    def _forget_last(self, payload: bytes) -> None:
-        if self._last_payload is payload:
-            self._last_payload = None
 
     def close(self) -> None:
         for h in self._expiry.values():

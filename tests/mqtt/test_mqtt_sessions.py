@@ -294,3 +294,31 @@ def test_qos2_outgoing_pubrel_resent(mqtt_server, how: str) -> None:  # type: ig
     with pytest.raises(TimeoutError):  # nothing more: neither the message nor the PUBREL again
         sk.recv(65536)
     sk.close()
+
+
+def test_nats_messages_to_overlapping_qos1_subscriptions_once_each(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """A NATS message matching several QoS 1 subscriptions (of one session and of others) is queued once;
+    equal (empty) payloads in a row are all delivered."""
+    srv = mqtt_server()
+    a = Client(srv.mqtt_port, client_id="ov-a", clean=False)
+    a.subscribe([("ov/#", 1), ("ov/+/x", 1)])
+    b = Client(srv.mqtt_port, client_id="ov-b", clean=False)
+    b.subscribe("ov/1/x", 1)
+
+    async def publish() -> None:
+        nc = await nats.connect(srv.url)
+        for _ in range(3):
+            await nc.publish("ov.1.x", b"")
+        await nc.publish("ov.2.y", b"other")
+        await nc.flush()
+        await nc.close()
+
+    run(publish())
+    # each QoS 1 subscription is a consumer, so a session gets a copy per matching subscription (as from
+    # nats-server, and as MQTT allows); the message itself was queued once, or there would be more
+    got_a = sorted((m.topic, m.payload) for m in a.get_n(7))
+    assert got_a == [("ov/1/x", b"")] * 6 + [("ov/2/y", b"other")]
+    assert [(m.topic, m.payload) for m in b.get_n(3)] == [("ov/1/x", b"")] * 3
+    assert a.none() and b.none()
+    a.disconnect()
+    b.disconnect()
