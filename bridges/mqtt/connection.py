@@ -155,6 +155,7 @@ class MQTTConnection(Connection):
         self._left: asyncio.Future[None] | None = None  # done once this connection let go of its session
         self._taken_over = False
         self._will_sent = False
+        self._ka: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ connection events
 
@@ -385,7 +386,8 @@ class MQTTConnection(Connection):
         else:
             expiry, clean = -1, c.clean_start
         existing = macc.session_for(cid)
-        if existing is not None and c.clean_start:
+        # a session ends with its connection unless it is persistent (a taken-over clean one too)
+        if existing is not None and (c.clean_start or not existing.persistent):
             await macc.drop_session(existing)
             existing = None
         elif existing is None and macc.sessions.get(cid) is not None:
@@ -435,8 +437,12 @@ class MQTTConnection(Connection):
             self._send(Disconnect(ReasonCode.SESSION_TAKEN_OVER))
         self.close("Duplicate Client ID")
 
-    def _arm_keep_alive(self) -> None:
-        self._later(self.keep_alive * 1.5, self._check_keep_alive)
+    def _arm_keep_alive(self, delay: float = 0.0) -> None:
+        """One timer, re-armed for the time left (not one per check: a long-lived connection would pile
+        them up in the base's timer list)."""
+        if self._ka is not None:
+            self._ka.cancel()
+        self._ka = self.server.loop.call_later(delay or self.keep_alive * 1.5, self._check_keep_alive)
 
     def _check_keep_alive(self) -> None:
         if self.closed:
@@ -448,7 +454,7 @@ class MQTTConnection(Connection):
                 self._send(Disconnect(ReasonCode.KEEP_ALIVE_TIMEOUT))
             self.close("Stale Connection")
             return
-        self._later(self.keep_alive * 1.5 - idle, self._check_keep_alive)
+        self._arm_keep_alive(self.keep_alive * 1.5 - idle)
 
     def _on_disconnect(self, d: Disconnect) -> None:
         if d.reason_code != ReasonCode.DISCONNECT_WITH_WILL_MESSAGE:
@@ -913,6 +919,8 @@ class MQTTConnection(Connection):
         super().close(reason, flush, abort)
 
     def _release(self) -> None:
+        if self._ka is not None:
+            self._ka.cancel()
         acc = self.account
         if acc is not None:
             for sub in self.subs.values():
