@@ -17,10 +17,10 @@ def mqtt_server(start_server: Callable[..., ServerProcess]) -> Callable[..., Ser
     """`mqtt_server(kind="edged", extra="", mqtt_extra="")`: a started server with JetStream and an MQTT
     port (`.mqtt_port`)."""
 
-    def start(kind: str = "edged", extra: str = "", mqtt_extra: str = "", **kw: Any) -> ServerProcess:
+    def start(kind: str = "edged", extra: str = "", mqtt_extra: str = "", js_extra: str = "", **kw: Any) -> ServerProcess:
         port = free_port()
         store = tempfile.mkdtemp(prefix="mqtt-js-")
-        srv = start_server(kind, config=mqtt_config(port, store, extra, mqtt_extra), **kw)
+        srv = start_server(kind, config=mqtt_config(port, store, extra, mqtt_extra, js_extra), **kw)
         wait_mqtt(port)
         srv.mqtt_port = port  # type: ignore[attr-defined]
         return srv

@@ -19,8 +19,8 @@ from tests.support.servers import wait_port
 WAIT = 10.0
 
 
-def mqtt_config(port: int, store_dir: str, extra: str = "", mqtt_extra: str = "") -> str:
-    return (f"server_name: mqtt_{port}\njetstream {{ store_dir: '{store_dir}' }}\n"
+def mqtt_config(port: int, store_dir: str, extra: str = "", mqtt_extra: str = "", js_extra: str = "") -> str:
+    return (f"server_name: mqtt_{port}\njetstream {{ store_dir: '{store_dir}'\n{js_extra}\n}}\n"
             f"mqtt {{ port: {port}\n{mqtt_extra}\n}}\n{extra}\n")
 
 
