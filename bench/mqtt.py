@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import mqtt_codec
 from bench.harness import ROOT, Report, cpu_seconds, rss_bytes
 from bridges.mqtt.codec import MQTTDecoder, encode, encode_publish
 from bridges.mqtt.packets import ConnAck, Connect, PubAck, Publish, SubAck, Subscribe, SubscriptionOptions
@@ -273,6 +274,7 @@ def _raw_until(s: socket.socket, d: MQTTDecoder, kind: type) -> Any:
 def _raw_pub(port: int, n: int, size: int, qos: int, go: Any, out: Any, ready: Any) -> None:
     """Prebuilt PUBLISH packets from a bare socket; QoS 1 keeps RAW_WINDOW in flight."""
     s, _ = _raw_connect(port, f"bench-rawpub-{os.getpid()}")
+    s.settimeout(600)  # a slow broker (amqtt) takes minutes to acknowledge a long run
     topic = TOPIC.encode()
     payload = b"x" * size
     if qos == 0:
@@ -351,15 +353,31 @@ def _raw_sub(port: int, expect: int, qos: int, out: Any, ready: Any) -> None:
     s.close()
 
 
+def _run_client(target: Any, out: Any, args: tuple[Any, ...]) -> None:
+    try:
+        target(*args)
+    except Exception as e:  # the benchmark process waits on `out`: tell it now, not after its timeout
+        out.put(("error", f"{target.__name__}: {type(e).__name__}: {e}"))
+        raise
+
+
+def _get(out: Any) -> tuple[Any, ...]:
+    item = out.get(timeout=900)
+    if item[0] == "error":
+        raise RuntimeError(item[1])
+    return item
+
+
 class Procs:
     """Client processes of one measurement; all are killed on exit, whatever happened."""
 
     def __init__(self) -> None:
         self.procs: list[Any] = []
 
-    def start(self, target: Any, *args: Any) -> None:
+    def start(self, target: Any, out: Any, *args: Any) -> None:
+        """`target(*args, ready)` in a process of its own; a failure there is put on `out` as ("error", text)."""
         ready = CTX.Event()
-        p = CTX.Process(target=target, args=(*args, ready), daemon=True)
+        p = CTX.Process(target=_run_client, args=(target, out, (*args, ready)), daemon=True)
         p.start()
         self.procs.append(p)
         if not ready.wait(START_TIMEOUT):
@@ -389,10 +407,10 @@ class Run:
 def publish_only(b: Broker, client: str, n: int, qos: int) -> Run:
     out, go = CTX.Queue(), CTX.Event()
     with Procs() as ps:
-        ps.start(_paho_pub if client == "paho" else _raw_pub, b.port, n, SIZE, qos, go, out)
+        ps.start(_paho_pub if client == "paho" else _raw_pub, out, b.port, n, SIZE, qos, go, out)
         c0 = b.cpu()
         go.set()
-        tag, t0, t1 = out.get(timeout=900)
+        tag, t0, t1 = _get(out)
         cpu = b.cpu() - c0
     return Run(n / (t1 - t0), cpu / n * 1e6)
 
@@ -400,20 +418,21 @@ def publish_only(b: Broker, client: str, n: int, qos: int) -> Run:
 def pub_sub(b: Broker, client: str, n: int, qos: int) -> Run:
     out, go = CTX.Queue(), CTX.Event()
     with Procs() as ps:
-        ps.start(_paho_sub if client == "paho" else _raw_sub, b.port, n, qos, out)
-        ps.start(_paho_pub if client == "paho" else _raw_pub, b.port, n, SIZE, qos, go, out)
+        ps.start(_paho_sub if client == "paho" else _raw_sub, out, b.port, n, qos, out)
+        ps.start(_paho_pub if client == "paho" else _raw_pub, out, b.port, n, SIZE, qos, go, out)
         c0 = b.cpu()
         go.set()
-        res = {item[0]: item for item in (out.get(timeout=900), out.get(timeout=900))}
+        res = {item[0]: item for item in (_get(out), _get(out))}
         cpu = b.cpu() - c0
     _, t0, _t1 = res["pub"]
     _, got, last, sub_cpu = res["sub"]
     return Run(got / (last - t0), cpu / max(got, 1) * 1e6, {"lost": n - got, "sub_cpu_us": sub_cpu / max(got, 1) * 1e6})
 
 
-def idle_conn_rss(b: Broker, n: int) -> tuple[float, float]:
-    """n raw MQTT connections (CONNECT, CONNACK); (marginal, average) KB per connection: marginal is the
-    RSS slope over the second half, leaving out heap room the first ones fill; average (RSS(n)-RSS(0))/n."""
+def idle_conn_rss(b: Broker, n: int) -> tuple[float, float, float]:
+    """n raw MQTT connections (CONNECT, CONNACK); (marginal KB, average KB, total MB): marginal is the RSS
+    slope per connection over the second half, leaving out heap room the first ones fill; average is
+    (RSS(n) - RSS(0)) / n; total is the broker's RSS with the n connections up."""
     socks: list[socket.socket] = []
 
     def open_more(k: int) -> None:
@@ -443,7 +462,12 @@ def idle_conn_rss(b: Broker, n: int) -> tuple[float, float]:
         for s in socks:
             s.close()
     time.sleep(0.5)
-    return (after - mid) / (n - first) / 1024, (after - base) / n / 1024
+    return (after - mid) / (n - first) / 1024, (after - base) / n / 1024, after / 1e6
+
+
+def scaled(kind: str, n: int) -> int:
+    """amqtt runs at a few thousand messages/s: a tenth of the count keeps its runs near everyone else's length."""
+    return max(500, n // 10) if kind == "amqtt" else n
 
 
 def rotated(brokers: dict[str, Broker], reps: int, fn: Any) -> dict[str, list[Any]]:
@@ -473,6 +497,7 @@ def run(report: Report) -> None:
     }
     n_idle = 200 if q else 1000
     reps = 1 if q else 3
+    mqtt_codec.run(report)  # the codec's own ns per PUBLISH, before any broker runs
     kinds = []
     why = edged_has_mqtt()
     if why:
@@ -486,11 +511,12 @@ def run(report: Report) -> None:
     kinds.append("nats-server")
     if amqtt_path():
         kinds.append("amqtt")
+        report.note("mqtt: amqtt runs a tenth of each count (at least 500): it moves a few thousand messages/s")
     else:
         report.note("mqtt: amqtt not installed (pip install -e '.[speed]'): skipped")
 
     brokers: dict[str, Broker] = {}
-    results: dict[str, dict[str, Run | tuple[float, float]]] = {}
+    results: dict[str, dict[str, Any]] = {}
     try:
         for k in kinds:
             brokers[k] = Broker(k).start()
@@ -501,7 +527,8 @@ def run(report: Report) -> None:
                 for what, fn in (("pub→sub", pub_sub), ("publish only", publish_only)):
                     name = f"{client} QoS {qos} {what}"
                     print(f"  {name} ...", flush=True)
-                    runs = rotated(brokers, reps, lambda b, fn=fn, client=client, n=n, qos=qos: fn(b, client, n, qos))
+                    runs = rotated(brokers, reps, lambda b, fn=fn, client=client, n=n, qos=qos:
+                                   fn(b, client, scaled(b.kind, n), qos))
                     results[name] = {k: max(v, key=lambda r: r.rate) for k, v in runs.items()}
                     for k, v in runs.items():
                         lost = [r.info["lost"] for r in v if r.info.get("lost")]
@@ -544,6 +571,7 @@ def run(report: Report) -> None:
         kw = {"target": "≤ nats-server", "check": lambda r: r.edged <= r.nats}
     add(f"RSS per idle connection ({n_idle})", "KB", {k: v[0] for k, v in idle.items()}, higher=False,  # type: ignore[index]
         average_kb={k: round(v[1], 2) for k, v in idle.items()}, **kw)  # type: ignore[index]
+    add(f"RSS with {n_idle} idle connections", "MB", {k: v[2] for k, v in idle.items()}, higher=False)  # type: ignore[index]
     print("\n" + "\n".join(lines) + "\n", flush=True)
     report.note("mqtt: four brokers side by side:\n" + "\n".join(lines))
 

@@ -303,64 +303,103 @@ _BOOLEAN_BYTES = frozenset(
 _NONZERO = frozenset({_P.RECEIVE_MAXIMUM, _P.MAXIMUM_PACKET_SIZE, _P.SUBSCRIPTION_IDENTIFIER})
 
 
+_USER_PROPERTY = int(_P.USER_PROPERTY)
+_SUBSCRIPTION_IDENTIFIER = int(_P.SUBSCRIPTION_IDENTIFIER)
+_TOPIC_ALIAS = int(_P.TOPIC_ALIAS)
+_PUBLISH = int(_T.PUBLISH)
+_SUBSCRIBE = int(_T.SUBSCRIBE)
+
+
+def _utf8(r: _Body, raw: bytes, pid: int) -> str:
+    try:
+        s = raw.decode()
+    except UnicodeDecodeError:
+        raise r.fail(_MALFORMED, f"invalid UTF-8 in {PropertyId(pid).name}") from None
+    if "\x00" in s:
+        raise r.fail(_MALFORMED, f"U+0000 in {PropertyId(pid).name}")
+    return s
+
+
 def _read_properties(r: _Body, ptype: int, from_server: bool) -> Properties | None:
     """An MQTT 5 property block; None when it is empty (the common case: no object made)."""
     n = r.varint()
     if n == 0:
         return None
-    end = r.pos + n
+    buf = r.buf
+    p = r.pos
+    end = p + n
     if end > r.end:
         raise r.fail(_MALFORMED, "property length runs past the packet")
-    outer = r.end
-    r.end = end
     allowed = _ALLOWED[ptype]
+    kinds = _PROPERTY_KINDS
     props = Properties()
-    seen: set[int] = set()
-    while r.pos < end:
-        pid = r.u8()
-        spec = _PROPERTY_KINDS.get(pid)
+    seen = 0  # a bit per property id
+    value: Any
+    while p < end:
+        pid = buf[p]
+        p += 1
+        spec = kinds.get(pid)
         if spec is None:
             raise r.fail(_MALFORMED, f"unknown property identifier 0x{pid:02x}")
         if pid not in allowed:
             raise r.fail(_MALFORMED, f"property {PropertyId(pid).name} not allowed in {_name(ptype)}")
         kind, attr = spec
-        value: Any
-        if kind == _BYTE:
-            value = r.u8()
-            if pid in _BOOLEAN_BYTES and value > 1:
+        if kind == _STR or kind == _BIN or kind == _PAIR:
+            if p + 2 > end:
+                raise r.fail(_MALFORMED, "property runs past the property block")
+            q = p + 2 + ((buf[p] << 8) | buf[p + 1])
+            if q > end:
+                raise r.fail(_MALFORMED, "property runs past the property block")
+            value = buf[p + 2 : q]
+            p = q
+            if kind == _STR:
+                value = _utf8(r, value, pid)
+            elif kind == _PAIR:
+                if p + 2 > end:
+                    raise r.fail(_MALFORMED, "property runs past the property block")
+                q = p + 2 + ((buf[p] << 8) | buf[p + 1])
+                if q > end:
+                    raise r.fail(_MALFORMED, "property runs past the property block")
+                props.user_properties.append((_utf8(r, value, pid), _utf8(r, buf[p + 2 : q], pid)))
+                p = q
+                continue
+        elif kind == _BYTE:
+            if p >= end:
+                raise r.fail(_MALFORMED, "property runs past the property block")
+            value = buf[p]
+            p += 1
+            if value > 1 and pid in _BOOLEAN_BYTES:
                 raise r.fail(_PROTOCOL, f"{PropertyId(pid).name} must be 0 or 1, got {value}")
-        elif kind == _U16:
-            value = r.u16()
-        elif kind == _U32:
-            value = r.u32()
-        elif kind == _VARINT:
-            value = r.varint()
-        elif kind == _STR:
-            value = r.string(PropertyId(pid).name)
-        elif kind == _BIN:
-            value = r.binary()
+        elif kind == _U16 or kind == _U32:
+            q = p + (2 if kind == _U16 else 4)
+            if q > end:
+                raise r.fail(_MALFORMED, "property runs past the property block")
+            value = int.from_bytes(buf[p:q], "big")
+            p = q
         else:
-            value = (r.string("user property name"), r.string("user property value"))
-        if pid == _P.USER_PROPERTY:
-            props.user_properties.append(value)
-            continue
-        if pid in _NONZERO and value == 0:
+            try:
+                value, p = decode_varint(buf, p, end)
+            except MQTTProtocolError as e:
+                e.packet_type = r.ptype
+                raise
+        if not value and (pid in _NONZERO or pid == _TOPIC_ALIAS):
+            if pid == _TOPIC_ALIAS:
+                raise r.fail(ReasonCode.TOPIC_ALIAS_INVALID, "topic alias must not be 0")
             raise r.fail(_PROTOCOL, f"{PropertyId(pid).name} must not be 0")
-        if pid == _P.TOPIC_ALIAS and value == 0:
-            raise r.fail(ReasonCode.TOPIC_ALIAS_INVALID, "topic alias must not be 0")
-        if pid == _P.SUBSCRIPTION_IDENTIFIER:
-            if ptype == _T.PUBLISH and not from_server:
+        bit = 1 << pid
+        if pid == _SUBSCRIPTION_IDENTIFIER:
+            if ptype == _PUBLISH and not from_server:
                 # [MQTT-3.3.4-6]: only a server puts subscription identifiers in a PUBLISH
                 raise r.fail(_PROTOCOL, "a client's PUBLISH must not carry a subscription identifier")
-            if ptype == _T.SUBSCRIBE and pid in seen:
+            if ptype == _SUBSCRIBE and seen & bit:
                 raise r.fail(_PROTOCOL, "duplicate property SUBSCRIPTION_IDENTIFIER")
             props.subscription_identifiers.append(value)
         else:
-            if pid in seen:
+            if seen & bit:
                 raise r.fail(_PROTOCOL, f"duplicate property {PropertyId(pid).name}")
             setattr(props, attr, value)
-        seen.add(pid)
-    r.end = outer
+        seen |= bit
+    r.pos = end
     return props
 
 
@@ -936,7 +975,8 @@ def encode_publish(
 ) -> bytes:
     """A PUBLISH from bytes, no Publish object: the hot path. `properties` is the MQTT 5 property block
     (`encode_properties(...)` or EMPTY_PROPERTIES); None below MQTT 5."""
-    first = 0x30 | (qos << 1) | (8 if dup else 0) | (1 if retain else 0)
+    # DUP is for QoS 1 and 2 only [MQTT-3.3.1-2]: a message downgraded to QoS 0 loses it
+    first = 0x30 | (qos << 1) | (8 if dup and qos else 0) | (1 if retain else 0)
     tl = len(topic)
     n = 2 + tl + len(payload)
     if qos:

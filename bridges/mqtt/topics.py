@@ -14,6 +14,8 @@ topics that start with `$` [MQTT-4.7.2-1].
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 SHARE_PREFIX = "$share/"
 MAX_TOPIC_BYTES = 65535
 _UNSUPPORTED = frozenset(" \t\n\r\f\x7f")
@@ -61,6 +63,9 @@ def _convert(mt: str, wildcards: bool) -> str:
     return "".join(out)
 
 
+# a device publishes to a few topics over and over and a subject is delivered to many subscribers: both
+# directions are memoized (a failed conversion raises every time, it is never cached)
+@lru_cache(maxsize=4096)
 def topic_to_subject(topic: str) -> str:
     """The NATS subject an MQTT PUBLISH to `topic` goes to (nats-server's mqttTopicToNATSPubSubject)."""
     return _convert(topic, False)
@@ -84,6 +89,7 @@ def filter_to_subjects(topic_filter: str) -> list[str]:
     return [subject]
 
 
+@lru_cache(maxsize=4096)
 def subject_to_topic(subject: str) -> str:
     """The MQTT topic a NATS message on `subject` is delivered with (nats-server's natsSubjectToMQTTTopic)."""
     if "/" not in subject:
