@@ -166,3 +166,18 @@ def test_jetstream_sees_mqtt_state_streams(mqtt_server) -> None:  # type: ignore
         await nc.close()
 
     run(main())
+
+
+def test_mqtt_31_clients(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """MQTT 3.1 (protocol name MQIsdp, level 3) clients are served as 3.1.1 ones (nats-server refuses
+    them: CONNACK "unacceptable protocol version")."""
+    import paho.mqtt.client as paho
+
+    port = mqtt_server().mqtt_port
+    sub = Client(port, protocol=paho.MQTTv31)
+    sub.subscribe("old/#", 1)
+    pub = Client(port, protocol=paho.MQTTv31)
+    pub.publish("old/x", "3.1", 1)
+    assert sub.get().payload == b"3.1"
+    sub.disconnect()
+    pub.disconnect()

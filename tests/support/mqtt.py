@@ -31,11 +31,11 @@ class Client:
                  username: str | None = None, password: str | None = None, keepalive: int = 60,
                  will: tuple[str, bytes, int, bool] | None = None, will_props: Properties | None = None,
                  connect_props: Properties | None = None, tls: dict[str, Any] | None = None,
-                 connect: bool = True) -> None:
+                 connect: bool = True, protocol: int | None = None) -> None:
         self.port = port
         self.v5 = v5
         self.client_id = client_id or f"t-{uuid.uuid4().hex[:10]}"
-        proto = paho.MQTTv5 if v5 else paho.MQTTv311
+        proto = protocol or (paho.MQTTv5 if v5 else paho.MQTTv311)
         kw: dict[str, Any] = {"client_id": self.client_id, "protocol": proto}
         if not v5:
             kw["clean_session"] = clean
