@@ -940,7 +940,7 @@ class MQTTConnection(Connection):
         if macc is not None and s is not None and macc.owners.get(self.client_id) is self:
             del macc.owners[self.client_id]
             if not self._taken_over:
-                self.server.loop.create_task(self._leave(macc, s))
+                self.service.track(self.server.loop.create_task(self._leave(macc, s)))
                 return
         if self._left is not None and not self._left.done():
             self._left.set_result(None)

@@ -81,6 +81,24 @@ class MQTTAccount:
             self.sessions[s.client_id] = s
             self._watch_session(s)
             self._arm_expiry(s)
+        await self._drop_orphan_consumers()
+
+    async def _drop_orphan_consumers(self) -> None:
+        """Consumers of sessions that ended without their cleanup (a clean session cut by a kill -9): an
+        orphan would keep its messages in the interest stream for ever."""
+        known = {cfg.get("durable_name") for s in self.sessions.values() for cfg in s.cons.values()}
+        offset = 0
+        names: list[str] = []
+        while True:
+            doc = await self.api.request(f"CONSUMER.NAMES.{MSGS_STREAM}", {"offset": offset})
+            page = doc.get("consumers") or []
+            names += page
+            offset += len(page)
+            if not page or offset >= int(doc.get("total", 0)):
+                break
+        for name in names:
+            if name not in known:
+                await self.api.delete_consumer(MSGS_STREAM, name)
 
     # ------------------------------------------------------------------ sessions
 

@@ -49,6 +49,7 @@ class MQTTService:
         self.publishing = False
         self._wills: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.listener: Listener | None = None
+        self._leaving: set[asyncio.Task[None]] = set()
 
     def connection(self, websocket: bool = False) -> MQTTConnection:
         """A new MQTT connection (an asyncio Protocol) for this server."""
@@ -83,7 +84,14 @@ class MQTTService:
             except Exception as e:
                 log.error("MQTT: loading the state of account %s: %s", name, e)
 
+    def track(self, task: asyncio.Task[None]) -> None:
+        """A session being let go (saved or dropped): shutdown waits for it."""
+        self._leaving.add(task)
+        task.add_done_callback(self._leaving.discard)
+
     async def stop(self) -> None:
+        if self._leaving:  # connections closed by the shutdown are still saving or dropping their sessions
+            await asyncio.wait(list(self._leaving), timeout=5.0)
         for h in self._wills.values():
             h.cancel()
         self._wills.clear()

@@ -322,3 +322,33 @@ def test_nats_messages_to_overlapping_qos1_subscriptions_once_each(mqtt_server) 
     assert a.none() and b.none()
     a.disconnect()
     b.disconnect()
+
+
+def test_clean_session_cut_by_kill9_leaves_no_consumer(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """A clean session's QoS 1 consumer outlives a kill -9; edged drops it when it starts again (it would
+    keep its messages in the interest stream for ever), and keeps the persistent sessions' ones."""
+    srv = mqtt_server()
+    keep = Client(srv.mqtt_port, client_id="keeper", clean=False)
+    keep.subscribe("o/#", 1)
+    keep.disconnect()
+    c = Client(srv.mqtt_port, client_id="cut")
+    c.subscribe("o/x", 1)
+
+    async def names() -> set[str]:
+        nc = await nats.connect(srv.url)
+        try:
+            return {ci.name for ci in await nc.jetstream().consumers_info("$MQTT_msgs")}
+        finally:
+            await nc.close()
+
+    assert len(run(names())) == 3  # keeper's two (o.> and o) and cut's
+    srv.kill9()
+    c.c.loop_stop()
+    srv.start()
+    wait_mqtt(srv.mqtt_port)
+    from tests.support.mqtt import until
+
+    until(lambda: len(run(names())) == 2)
+    k = Client(srv.mqtt_port, client_id="keeper", clean=False)
+    assert k.session_present
+    k.disconnect()
