@@ -134,6 +134,9 @@ class MQTTService:
             if sslobj is not None:
                 cert = sslobj.getpeercert(binary_form=True)
         authn = self.server.authenticator
+        if cert is not None and mo.tls is not None and mo.tls.verify_and_map:
+            # the MQTT port's tls { verify_and_map }: the certificate names the user, as nats-server maps it
+            return authn._auth_cert(cert, "MQTT")
         saved = authn.opts.no_auth_user
         if mo.no_auth_user:
             authn.opts.no_auth_user = mo.no_auth_user

@@ -155,3 +155,20 @@ def test_account_without_jetstream_is_server_unavailable(mqtt_server) -> None:  
     dan.publish("d/1", "fine", 1)
     assert dan.get().payload == b"fine"
     dan.disconnect()
+
+
+def test_tls_verify_and_map(mqtt_server, pki: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """The MQTT port's tls { verify_and_map }: the client certificate's subject is the user (with its
+    account and permissions)."""
+    tls = (f"tls {{ cert_file: '{pki['server_cert']}', key_file: '{pki['server_key']}', "
+           f"ca_file: '{pki['ca']}', verify_and_map: true }}")
+    accounts = ('accounts { A { jetstream: enabled, users: [ {user: "CN=edged test client", '
+                'permissions: {publish: ["cert.>"], subscribe: ["cert.>"]}} ] } }')
+    srv = mqtt_server(extra=accounts, mqtt_extra=tls)
+    c = Client(srv.mqtt_port, tls={"ca_certs": pki["ca"], "certfile": pki["client_cert"],
+                                    "keyfile": pki["client_key"]})
+    assert c.subscribe("other/#", 0) == [0x80]
+    c.subscribe("cert/+", 1)
+    c.publish("cert/x", "mapped", 1)
+    assert c.get().payload == b"mapped"
+    c.disconnect()
