@@ -181,3 +181,17 @@ def test_mqtt_31_clients(mqtt_server) -> None:  # type: ignore[no-untyped-def]
     assert sub.get().payload == b"3.1"
     sub.disconnect()
     pub.disconnect()
+
+
+@pytest.mark.parametrize("kind", ["nats-server", "edged"])
+def test_qos2_options(mqtt_server, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """mqtt { downgrade_qos2_subscribe, reject_qos2_publish } as nats-server: a QoS 2 SUBSCRIBE is granted
+    QoS 1, a QoS 2 PUBLISH closes the connection."""
+    srv = mqtt_server(kind, mqtt_extra="downgrade_qos2_subscribe: true\nreject_qos2_publish: true")
+    c = Client(srv.mqtt_port)
+    assert c.subscribe("q/#", 2) == [1]
+    c.publish("q/1", "one", 1)
+    assert c.get().qos == 1
+    c.c.publish("q/2", "two", 2)
+    c.disconnects.get(timeout=10)  # closed by the server
+    c.c.loop_stop()
