@@ -21,7 +21,7 @@ def front_doors(opts: Options) -> list[FrontDoor]:
     """The front doors the configuration asks for, beyond the NATS client port (`websocket {}` is still
     reported as not supported by the config layer)."""
     doors: list[FrontDoor] = []
-    if opts.mqtt is not None:
+    if opts.mqtt is not None and opts.mqtt.port:  # nats-server starts MQTT only with a port
         from bridges.mqtt.service import register_mqtt
 
         doors.append(register_mqtt)

@@ -67,7 +67,8 @@ class MQTTService:
             from edged.tlsconf import server_ssl_context
 
             ssl = server_ssl_context(mo.tls)
-        self.listener = Listener("mqtt", mo.host or srv.opts.host or "0.0.0.0", mo.port or 1883, self.connection,
+        # as nats-server: its own host (every interface when empty, not the client port's), -1 any free port
+        self.listener = Listener("mqtt", mo.host or "0.0.0.0", mo.port, self.connection,
                                  ssl=ssl, ssl_handshake_timeout=mo.tls.timeout if mo.tls else None)
         srv.add_listener(self.listener)
         srv.loop.create_task(self._preload())
