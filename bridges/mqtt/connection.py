@@ -319,6 +319,13 @@ class MQTTConnection(Connection):
                 self.client_max_packet = props.maximum_packet_size
             if props.request_problem_information == 0:
                 self.request_problem_info = False
+            if props.authentication_method:
+                log.error("%s:%d - cid:%d - MQTT: enhanced authentication (%s) is not supported", self.host,
+                          self.port, self.cid, props.authentication_method)
+                self._send(ConnAck(False, ReasonCode.BAD_AUTHENTICATION_METHOD,
+                                   Properties(reason_string="enhanced authentication is not supported")))
+                self.close("Authentication Failure")
+                return
         # who is it
         try:
             res = self.service.authenticate(self, c)

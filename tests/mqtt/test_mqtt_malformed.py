@@ -123,3 +123,18 @@ def test_keep_alive_closes_silent_client(mqtt_server) -> None:  # type: ignore[n
     for s in (sk, sk2):
         s.close()
     w.disconnect()
+
+
+def test_enhanced_authentication_not_supported(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """MQTT 5 enhanced authentication (an authentication method in CONNECT) is refused with the spec's
+    "bad authentication method" and a reason string saying it is not supported."""
+    from bridges.mqtt.packets import Properties
+
+    srv = mqtt_server()
+    sk = _raw(srv.mqtt_port)
+    sk.sendall(codec.encode(Connect(protocol_level=5, client_id="sasl",
+                                    properties=Properties(authentication_method="SCRAM-SHA-1")), 5))
+    pk = codec.MQTTDecoder(protocol_level=5, server=False).feed(_recv_all(sk))
+    assert len(pk) == 1 and isinstance(pk[0], ConnAck) and pk[0].reason_code == 0x8C
+    assert pk[0].properties is not None and "not supported" in (pk[0].properties.reason_string or "")
+    sk.close()
