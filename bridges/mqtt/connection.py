@@ -550,7 +550,8 @@ class MQTTConnection(Connection):
             try:
                 await self.macc.api.store(f"{QOS2IN_PREFIX}{s.hash}.{pi}", payload, h + b"\r\n")
             except JSApiFailure as e:
-                if e.err_code != 10077:  # kept already (max messages per subject, discard new)
+                # kept already (one per subject, discard new): nats-server's check, by the same text
+                if e.err_code != 10077 or "maximum messages per subject" not in str(e):
                     raise
         self._send(PubRec(pi))
 

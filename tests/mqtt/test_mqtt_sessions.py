@@ -352,3 +352,38 @@ def test_clean_session_cut_by_kill9_leaves_no_consumer(mqtt_server) -> None:  # 
     k = Client(srv.mqtt_port, client_id="keeper", clean=False)
     assert k.session_present
     k.disconnect()
+
+
+def test_qos2_publish_resent_after_reconnect_is_delivered_once(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """A QoS 2 PUBLISH sent again (DUP) on a new connection before its PUBREL: PUBRECed again, published
+    once."""
+    import socket
+
+    from bridges.mqtt import codec
+    from bridges.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
+
+    srv = mqtt_server()
+    port = srv.mqtt_port
+    sub = Client(port)
+    sub.subscribe("dup2/#", 2)
+
+    def session() -> tuple[socket.socket, codec.MQTTDecoder]:
+        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sk.sendall(codec.encode(Connect(client_id="dup2pub", clean_start=False, keep_alive=30), 4))
+        dec = codec.MQTTDecoder(protocol_level=4, server=False)
+        assert isinstance(_read(sk, dec), ConnAck)
+        return sk, dec
+
+    sk, dec = session()
+    sk.sendall(codec.encode(Publish("dup2/x", b"one", qos=2, packet_id=5), 4))
+    assert _read(sk, dec) == PubRec(5)
+    sk.close()
+    sk, dec = session()
+    sk.sendall(codec.encode(Publish("dup2/x", b"one", qos=2, packet_id=5, dup=True), 4))
+    assert _read(sk, dec) == PubRec(5)
+    sk.sendall(codec.encode(PubRel(5), 4))
+    assert _read(sk, dec) == PubComp(5)
+    sk.close()
+    assert sub.get().payload == b"one"
+    assert sub.none()
+    sub.disconnect()
