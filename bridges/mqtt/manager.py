@@ -41,6 +41,7 @@ class MQTTAccount:
         self._ready: asyncio.Task[None] | None = None
         # subject -> (internal subscription, how many QoS 1/2 session subscriptions want it)
         self._watch: dict[str, tuple[Subscription, int]] = {}
+        self._watching: dict[str, bool] = {}  # sid of a watch subscription -> reserved (first-level wildcard)
         self._dups = 0  # calls still to come for the message just queued (it matched several subjects)
         self._dup_of: tuple[bytes, str] = (b"", "")
         self._expiry: dict[str, asyncio.TimerHandle] = {}
@@ -182,7 +183,21 @@ class MQTTAccount:
                 return
             self._queue_nats_msg(subj, reply, hdr, payload)
 
-        self._watch[subject] = (self.account.internal.subscribe(subject, cb), 1)
+        sub = self.account.internal.subscribe(subject, cb)
+        self._watch[subject] = (sub, 1)
+        self._watching[sub.sid] = reserved
+
+    def wants_stored(self, subject: str) -> bool:
+        """Does a QoS 1/2 session subscription (so a consumer on `$MQTT_msgs`) take a message on `subject`?
+        If none does, storing it there would only be deleted again at once (interest retention)."""
+        if not self._watch:
+            return False
+        watching = self._watching
+        for sub in self.account.sublist.match(subject)[0]:
+            if sub.sid in watching and sub.conn is self.account.internal and \
+                    not ignore_for_reserved(watching[sub.sid], subject):
+                return True
+        return False
 
     def unwatch(self, subject: str) -> None:
         entry = self._watch.get(subject)
@@ -192,6 +207,7 @@ class MQTTAccount:
             self._watch[subject] = (entry[0], entry[1] - 1)
             return
         del self._watch[subject]
+        self._watching.pop(entry[0].sid, None)
         self.account.internal.unsubscribe(entry[0])
 
     def _queue_nats_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:

@@ -161,14 +161,15 @@ class MQTTService:
             account.route(subject, sb, reply.encode() if reply else b"", hdr, payload, origin)
         finally:
             self.publishing = False
-        if qos > 0:
+        macc = self.account_state(account) if qos > 0 else None
+        if macc is not None and macc.wants_stored(subject):
             # the stored copy also names its publisher (an MQTT 5 no-local subscription skips its own) and
             # carries the reply subject in a header (a reply would get the stream's PubAck)
             h = hdr[:-2] + b"Nmqtt-Origin:%d\r\n" % getattr(origin, "cid", 0)
             if reply:
                 h += REPLY_HEADER + b":" + reply.encode() + b"\r\n"
             h += b"\r\n"
-            self.account_state(account).api.client.publish(MSGS_PREFIX + subject, payload, "", h)
+            macc.api.client.publish(MSGS_PREFIX + subject, payload, "", h)
         js = self.server.jetstream
         if js is None or qos == 0:
             return None

@@ -195,3 +195,31 @@ def test_qos2_options(mqtt_server, kind: str) -> None:  # type: ignore[no-untype
     c.c.publish("q/2", "two", 2)
     c.disconnects.get(timeout=10)  # closed by the server
     c.c.loop_stop()
+
+
+def test_qos1_publish_stored_in_mqtt_msgs_only_for_qos1_subscribers(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """Telemetry nobody subscribed to at QoS 1 over MQTT is not written to `$MQTT_msgs` (interest retention
+    would delete it at once); with such a subscriber it is."""
+    srv = mqtt_server()
+    pub = Client(srv.mqtt_port)
+    pub.publish("tm/a", "x", 1)
+    s0 = Client(srv.mqtt_port)
+    s0.subscribe("tm/#", 0)
+    pub.publish("tm/b", "y", 1)
+    assert s0.get().payload == b"y"
+
+    async def last_seq() -> int:
+        nc = await nats.connect(srv.url)
+        try:
+            return (await nc.jetstream().stream_info("$MQTT_msgs")).state.last_seq
+        finally:
+            await nc.close()
+
+    assert run(last_seq()) == 0
+    s1 = Client(srv.mqtt_port)
+    s1.subscribe("tm/#", 1)
+    pub.publish("tm/c", "z", 1)
+    assert s1.get().payload == b"z"
+    assert run(last_seq()) == 1
+    for c in (pub, s0, s1):
+        c.disconnect()
