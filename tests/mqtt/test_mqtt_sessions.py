@@ -387,3 +387,66 @@ def test_qos2_publish_resent_after_reconnect_is_delivered_once(mqtt_server) -> N
     assert sub.get().payload == b"one"
     assert sub.none()
     sub.disconnect()
+
+
+def test_nothing_pubacked_is_lost_across_kill9(mqtt_server) -> None:  # type: ignore[no-untyped-def]
+    """A publisher sends QoS 1 messages one after another while edged is killed -9: every message it got a
+    PUBACK for is in the stream capturing it and reaches the offline persistent session afterwards."""
+    import threading
+
+    srv = mqtt_server()
+    port = srv.mqtt_port
+
+    async def add_stream() -> None:
+        nc = await nats.connect(srv.url)
+        await nc.jetstream().add_stream(name="TELE", subjects=["kt.>"])
+        await nc.close()
+
+    run(add_stream())
+    s = Client(port, client_id="kt-sub", clean=False)
+    s.subscribe("kt/#", 1)
+    s.disconnect()
+    acked: list[int] = []
+    pub = Client(port)
+    stop = threading.Event()
+
+    def publish() -> None:
+        i = 0
+        while not stop.is_set() and i < 100_000:
+            info = pub.c.publish("kt/m", str(i), 1)
+            info.wait_for_publish(2)
+            if not info.is_published():
+                return
+            acked.append(i)
+            i += 1
+
+    t = threading.Thread(target=publish)
+    t.start()
+    from tests.support.mqtt import until
+
+    until(lambda: len(acked) >= 50)
+    srv.kill9()
+    stop.set()
+    t.join(10)
+    pub.c.loop_stop()
+    assert acked
+    srv.start()
+    wait_mqtt(port)
+
+    async def stored() -> set[int]:
+        nc = await nats.connect(srv.url)
+        js = nc.jetstream()
+        sub = await js.subscribe("kt.>", ordered_consumer=True)
+        n = (await js.stream_info("TELE")).state.messages
+        got = set()
+        for _ in range(n):
+            got.add(int((await sub.next_msg(10)).data))
+        await nc.close()
+        return got
+
+    assert set(acked) <= run(stored())
+    s = Client(port, client_id="kt-sub", clean=False)
+    got = set()
+    while not set(acked) <= got:
+        got.add(int(s.get().payload))
+    s.disconnect()
