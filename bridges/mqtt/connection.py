@@ -156,6 +156,8 @@ class MQTTConnection(Connection):
         self._taken_over = False
         self._will_sent = False
         self._ka: asyncio.TimerHandle | None = None
+        # per subscription key: stream sequences up to which a resumed consumer's deliveries are resends
+        self._dup_upto: dict[str, int] = {}
 
     # ------------------------------------------------------------------ connection events
 
@@ -759,6 +761,8 @@ class MQTTConnection(Connection):
         if not info.get("num_ack_pending"):
             return
         floor = int(info.get("ack_floor", {}).get("stream_seq", 0))
+        # what the old consumer delivered may have reached the client: sent again with DUP [MQTT-3.3.1-1]
+        self._dup_upto[key] = int(info.get("delivered", {}).get("stream_seq", 0))
         nid = os.urandom(8).hex()
         new = dict(cfg)
         new.update(durable_name=f"{s.hash}_{nid}", deliver_subject=SUB_PREFIX + nid,
@@ -866,7 +870,8 @@ class MQTTConnection(Connection):
         qos = min(st.qos, 2 if pq is None else pq)
         toks = ack.split(".")
         # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
-        dup = len(toks) >= 9 and toks[-5] != "1"
+        dup = len(toks) >= 9 and (toks[-5] != "1" or (
+            sub.key in self._dup_upto and toks[-4].isdigit() and int(toks[-4]) <= self._dup_upto[sub.key]))
         exp = natsmsg.expiry(hdr)
         if exp is not None and len(toks) >= 9 and toks[-2].isdigit():
             exp -= int((time.time_ns() - int(toks[-2])) / 1e9)

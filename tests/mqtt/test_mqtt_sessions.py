@@ -124,7 +124,7 @@ def test_unacked_qos1_resent_at_once_on_reconnect(mqtt_server) -> None:  # type:
     s.c.loop_stop()
     s2 = Client(port, client_id="slow", clean=False)
     m = s2.get()
-    assert m.payload == b"must-arrive"
+    assert m.payload == b"must-arrive" and m.dup  # a resend says so [MQTT-3.3.1-1]
     s2.disconnect()
     pub.disconnect()
 
