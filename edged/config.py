@@ -1048,13 +1048,35 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
             mq.ack_wait = cx.duration(b, k)
         elif lk in ("max_ack_pending", "max_pending", "max_inflight"):
             mq.max_ack_pending = cx.int_(b, k)
+        elif lk == "js_domain":
+            mq.js_domain = cx.str_(b, k)
+        elif lk in ("js_api_timeout", "api_timeout"):
+            mq.js_api_timeout = cx.duration(b, k)
+        elif lk in ("authorization", "authentication"):
+            _check_keys(cx, b, k, _MQTT[lk])
+            a = cx.map_(b, k)
+            for ak in a:
+                lak = ak.lower()
+                if lak in ("user", "username"):
+                    mq.username = cx.str_(a, ak)
+                elif lak in ("pass", "password"):
+                    mq.password = cx.str_(a, ak)
+                elif lak == "token":
+                    mq.token = cx.str_(a, ak)
+                elif lak == "timeout":
+                    mq.auth_timeout = cx.duration(a, ak)
+        elif lk in ("stream_replicas", "consumer_replicas"):
+            setattr(mq, lk, cx.int_(b, k))
+        elif lk in ("consumer_memory_storage", "reject_qos2_publish", "downgrade_qos2_subscribe"):
+            setattr(mq, lk, cx.bool_(b, k))
+        elif lk == "consumer_inactive_threshold":
+            mq.consumer_inactive_threshold = cx.duration(b, k)
         elif lk in _MQTT:
             _check_keys(cx, b, k, _MQTT[lk])
             mq.extra[k] = b[k]
         else:
             cx.unknown(b, k)
     cx.opts.mqtt = mq
-    cx.warn(m, key, "MQTT is not supported yet; the mqtt block is ignored")
 
 
 def _websocket(cx: _Ctx, m: Any, key: str) -> None:

@@ -320,7 +320,10 @@ def _mqtt_varz(server: Server) -> dict[str, Any]:
     return _drop_empty({
         "host": m.host, "port": m.port, "no_auth_user": m.no_auth_user,
         "tls_timeout": m.tls.timeout if m.tls else 0, "ack_wait": int(m.ack_wait * 1e9),
-        "max_ack_pending": m.max_ack_pending,
+        "max_ack_pending": m.max_ack_pending, "js_domain": m.js_domain, "reject_qos2_pub": m.reject_qos2_publish,
+        "downgrade_qos2_sub": m.downgrade_qos2_subscribe,
+        # edged's: MQTT connections open now (a connection kind that carries an MQTT client id)
+        "connections": sum(1 for c in server.clients.values() if getattr(c, "mqtt_client", None) is not None),
     })
 
 
