@@ -31,6 +31,7 @@ from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
 from edged.log import log
+from edged.receiver import Message
 from edged.subjects import SubjectTransform, subject_matches
 from storage import StoreError
 
@@ -225,7 +226,7 @@ class SourceSync:
             config["filter_subjects"] = self.filters
         body = _encode({"stream_name": self.name, "config": config, "action": ""})
         self.reply_sub = ic.subscribe(reply, self._on_response)
-        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver))
+        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
         self.pending = True
         self.deadline = now + RESPONSE_WAIT_S
         if not ic.publish(subject, body, reply) and self.pending and self.reply_sub is not None:
@@ -302,7 +303,7 @@ class SourceSync:
         self.cname = resp["name"]
         deliver = info_cfg.get("deliver_subject") or ""
         if deliver and not any(s.subject == deliver for s in self.deliver_subs):
-            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver))
+            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
         delivered = int((resp.get("delivered") or {}).get("stream_seq") or 0)
         store = self.stream.store
         if self.mirror:
@@ -373,6 +374,93 @@ class SourceSync:
             self._mirror_msg(subject, hdr, payload, sseq, dseq, ts, pending)
         else:
             self._source_msg(subject, reply, hdr, payload, sseq, dseq, pending)
+
+    def _on_batch(self, sub: Any, routed: bytes, msgs: list[Message]) -> None:
+        """A run of deliveries (`Receiver.deliver_routed_batch`: a backlog drains in runs of hundreds): what
+        `_on_deliver` does for each in turn, with the messages stored in one call (`Stream.store_synced_run`)
+        before anything else happens, a flow control answer or a recreate included. Anything but a plain
+        delivery of the current consumer goes through `_on_deliver` after what came before it is stored."""
+        if self.closed or sub not in self.deliver_subs:
+            return
+        rows: list[tuple[str, bytes, bytes, int, int, str]] = []
+        marks: list[tuple[int, int]] = []  # (sseq, dseq) before each row: where a failed store leaves them
+        cname = self.cname.encode()
+        mirror = self.mirror
+        transforms = self.transforms
+        p = self._iparts
+        ident = f" {self.ident}" if self.ident else ""
+        took = False  # a delivery of the current consumer came (contact, for the health check)
+        lag = -1
+        ts = 0
+        for subject_b, reply_b, hdr, payload in msgs:
+            t = reply_b.split(b".") if not self.pending and payload else ()
+            n = len(t)
+            o = 3 if n == 9 else 5 if n >= 11 else 0
+            if not o or t[0] != b"$JS" or t[1] != b"ACK" or t[o] != cname:
+                # a control message, an earlier consumer's, one of another shape or before the create
+                # response: on its own, in order
+                if rows and not self._store_rows(rows, marks):
+                    return
+                rows, marks = [], []
+                self._on_deliver(sub, subject_b.decode("utf-8", "surrogateescape"),
+                                 reply_b.decode("utf-8", "surrogateescape"), hdr, payload)
+                if self.closed or sub not in self.deliver_subs:
+                    return
+                cname = self.cname.encode()
+                ident = f" {self.ident}" if self.ident else ""
+                continue
+            try:
+                dc, sseq, dseq, ts, pending = int(t[o + 1]), int(t[o + 2]), int(t[o + 3]), int(t[o + 4]), int(t[o + 5])
+            except ValueError:
+                continue
+            if dc > 1:
+                continue  # a redelivery
+            took = True
+            self.taken_ts = ts
+            if sseq <= self.sseq:
+                if dseq == self.dseq + 1:
+                    self.dseq += 1
+                continue
+            if dseq != self.dseq + 1 and (not mirror or sseq != self.sseq + 1):
+                # missed deliveries: what came before is stored, then the consumer is recreated after it
+                if rows and not self._store_rows(rows, marks):
+                    return
+                self.retry()
+                return
+            marks.append((self.sseq, self.dseq))
+            self.dseq, self.sseq = dseq, sseq
+            lag = pending - 1 if pending else 0
+            subject = subject_b.decode("utf-8", "surrogateescape")
+            if mirror:
+                new_hdr = _strip(hdr, False)
+                msg_id = ""
+            else:
+                line = f"Nats-Stream-Source: {p[0]} {sseq} {p[1]} {p[2]} {subject}{ident}\r\n\r\n".encode()
+                base = _strip(hdr, True)
+                new_hdr = base[:-2] + line if base else b"NATS/1.0\r\n" + line
+                msg_id = (get_header(hdr, "Nats-Msg-Id") or "") if hdr else ""
+            for tr in transforms:
+                if tr is not None and subject_matches(tr.src, subject):
+                    subject = tr(subject)
+                    break
+            rows.append((subject, new_hdr, payload, ts if mirror else 0, sseq if mirror else 0, msg_id))
+        if took:
+            self.heard = time.monotonic()
+            self.last_ns = time.time_ns()
+        if lag >= 0:
+            self.lag = lag
+        if rows:
+            self._store_rows(rows, marks)
+
+    def _store_rows(self, rows: list[tuple[str, bytes, bytes, int, int, str]], marks: list[tuple[int, int]]) -> bool:
+        """Store a run `_on_batch` took; False when one could not be stored: the position goes back to
+        before it and the consumer is asked for again later from there."""
+        done, err = self.stream.store_synced_run(rows)
+        if err is None:
+            return True
+        self.sseq, self.dseq = marks[done]
+        self._store_failed(err)
+        return False
 
     def _control(self, reply: str, hdr: bytes) -> None:
         self.heard = time.monotonic()

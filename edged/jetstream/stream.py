@@ -723,6 +723,48 @@ class Stream:
         self._check_room(size)
         if self.discard_new:
             self._discard_new(subject, size, False)
+        self._append_synced(subject, hdr, payload, ts, seq, msg_id, size)
+
+    def store_synced_run(self, rows: list[tuple[str, bytes, bytes, int, int, str]]) -> tuple[int, Exception | None]:
+        """`store_synced` of each row (subject, hdr, payload, ts, seq, msg_id) in turn, stopping at the first
+        that fails: (how many were taken, that error or None). A mirror's backlog arrives in runs of hundreds;
+        the disk and account limits are checked once for a run that fits whole, which is what checking
+        each message would find, and message by message otherwise."""
+        store = self.store
+        msg_size = store.msg_size
+        sizes = [msg_size(r[0], r[1], r[2]) for r in rows]
+        whole = not self.closed and not self.discard_new
+        if whole:
+            try:
+                self._check_room(sum(sizes))
+            except JSApiError:
+                whole = False
+        if not whole:
+            for i, r in enumerate(rows):
+                try:
+                    self.store_synced(r[0], r[1], r[2], r[3], r[4], r[5])
+                except (JSApiError, StoreError, ValueError) as e:
+                    return i, e
+            return len(rows), None
+        dedupe = self.dedupe if self.dup_window else None
+        append = self._append_synced
+        for i, (subject, hdr, payload, ts, seq, msg_id) in enumerate(rows):
+            if msg_id and dedupe is not None:
+                prev = dedupe.get(msg_id)
+                if prev is not None and time.time_ns() - prev[1] < self.dup_window:
+                    continue
+            if seq and seq <= store.last_seq:
+                return i, ValueError(f"sequence {seq} is not past the last one ({store.last_seq})")
+            try:
+                append(subject, hdr, payload, ts, seq, msg_id, sizes[i])
+            except (JSApiError, StoreError) as e:
+                return i, e
+        return len(rows), None
+
+    def _append_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int, msg_id: str,
+                       size: int) -> None:
+        """The checked message of `store_synced` into the store, with this stream's limits after it."""
+        store = self.store
         if seq > store.last_seq + 1:
             store.skip_to(seq)
         try:
@@ -731,8 +773,12 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         if msg_id and self.dup_window:
             self.dedupe[msg_id] = (seq, ts)
-        removed, trimmed = self._trim_subject(subject)
-        removed += self._trim_totals()
+        removed = 0
+        trimmed: list[Any] = []
+        if self.max_per > 0:
+            removed, trimmed = self._trim_subject(subject)
+        if self.max_msgs > 0 or self.max_bytes > 0:
+            removed += self._trim_totals()
         if removed:
             self.notify_removed(seqs=[m.seq for m in trimmed])
         if b"Nats-Rollup" in hdr and self.allow_rollup and not self.config.get("deny_purge"):

@@ -41,7 +41,7 @@ from edged.leafnode.dialing import LeafURL, sign_nonce
 from edged.leafnode.pacing import set_paced, tune_link_socket
 from edged.log import TRACE, log
 from edged.protocol import CRLF
-from edged.receiver import KIND_LEAF, Subscription
+from edged.receiver import KIND_LEAF, Message, Subscription
 from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
 from edged.tlsconf import client_ssl_context
 
@@ -130,14 +130,22 @@ class LeafConnection(Connection):
     # -------------------------------------------------------------------------- protocol
 
     def process(self, events: list[tuple]) -> None:
-        for ev in events:
+        i = 0
+        n = len(events)
+        while i < n:
             if self.closed:
                 return
+            ev = events[i]
+            i += 1
             op = ev[0]
             if op == OP_LMSGS:
                 self._on_msgs(ev[1], ev[2], ev[3])
             elif op == OP_LMSG:
-                self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
+                if i < n and not ev[3] and ev[2].startswith(b"$JS.ACK.") and events[i][0] == OP_LMSG \
+                        and events[i][1] == ev[1]:
+                    i = self._on_js_run(events, i - 1)
+                else:
+                    self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == OP_LSUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
             elif op == OP_LUNSUB:
@@ -455,6 +463,39 @@ class LeafConnection(Connection):
         if di is not None and not di.allows(subject):
             return
         self.account.route_as(subject, subject_b, framed, reply_b, hdr, payload, self, queues)
+
+    def _on_js_run(self, events: list[tuple], i: int) -> int:
+        """JetStream deliveries one after another on one deliver subject (a consumer's backlog, each with its
+        own ack reply, as a mirror or source drains it): decoded and checked as `_on_js_delivery` does, then
+        routed as one run (`Account.route_as_batch`). Returns the index of the first event not taken."""
+        first = events[i]
+        subject_b = first[1]
+        msgs: list[Message] = []
+        nbytes = 0
+        n = len(events)
+        j = i
+        while j < n:
+            ev = events[j]
+            if ev[0] != OP_LMSG or ev[1] != subject_b or ev[3]:
+                break
+            framed, reply_b = decode_ack_reply(subject_b, ev[2])
+            if framed is subject_b:
+                break  # not a delivery that crossed a link (no `@<subject>`)
+            hdr = ev[4]
+            payload = ev[5]
+            msgs.append((framed, reply_b, hdr, payload))
+            nbytes += len(payload) if hdr is None else len(payload) + len(hdr)
+            j += 1
+        if not msgs:
+            self._on_msg(subject_b, first[2], first[3], first[4], first[5])
+            return i + 1
+        self.in_msgs += len(msgs)
+        self.in_bytes += nbytes
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is None or di.allows(subject):
+            self.account.route_as_batch(subject, subject_b, msgs, nbytes, self, ())
+        return j
 
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
