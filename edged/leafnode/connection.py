@@ -26,6 +26,7 @@ from edged.leafnode.codec import (
     OP_ERROR,
     OP_INFO,
     OP_LMSG,
+    OP_LMSGR,
     OP_LMSGS,
     OP_LSUB,
     OP_LUNSUB,
@@ -56,6 +57,7 @@ CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
 MIN_VERSION_DELAY = 5.0
+_MSG_OPS = (OP_LMSG, OP_LMSGR)
 
 
 class LeafConnection(Connection):
@@ -140,8 +142,10 @@ class LeafConnection(Connection):
             op = ev[0]
             if op == OP_LMSGS:
                 self._on_msgs(ev[1], ev[2], ev[3])
+            elif op == OP_LMSGR:
+                i = self._on_js_run(events, i - 1)
             elif op == OP_LMSG:
-                if i < n and not ev[3] and ev[2].startswith(b"$JS.ACK.") and events[i][0] == OP_LMSG \
+                if i < n and not ev[3] and ev[2].startswith(b"$JS.ACK.") and events[i][0] in _MSG_OPS \
                         and events[i][1] == ev[1]:
                     i = self._on_js_run(events, i - 1)
                 else:
@@ -465,37 +469,62 @@ class LeafConnection(Connection):
         self.account.route_as(subject, subject_b, framed, reply_b, hdr, payload, self, queues)
 
     def _on_js_run(self, events: list[tuple], i: int) -> int:
-        """JetStream deliveries one after another on one deliver subject (a consumer's backlog, each with its
-        own ack reply, as a mirror or source drains it): decoded and checked as `_on_js_delivery` does, then
-        routed as one run (`Account.route_as_batch`). Returns the index of the first event not taken."""
-        first = events[i]
-        subject_b = first[1]
+        """Messages one after another to one subject, each with its own reply (OP_LMSGR runs, and single
+        LMSGs with headers): the JetStream deliveries among them (a consumer's backlog, as a mirror or source
+        drains it) decoded and checked as `_on_js_delivery` does and routed as runs
+        (`Account.route_as_batch`), anything else as `_on_msg`, in order. Returns the index of the first
+        event not taken."""
+        subject_b = events[i][1]
         msgs: list[Message] = []
         nbytes = 0
         n = len(events)
         j = i
         while j < n:
             ev = events[j]
-            if ev[0] != OP_LMSG or ev[1] != subject_b or ev[3]:
+            op = ev[0]
+            if op == OP_LMSGR:
+                if ev[1] != subject_b:
+                    break
+                for reply_b, payload in zip(ev[2], ev[3], strict=True):
+                    framed, ack = decode_ack_reply(subject_b, reply_b)
+                    if framed is subject_b:  # not a delivery that crossed a link (no `@<subject>`)
+                        if msgs:
+                            self._route_js_run(subject_b, msgs, nbytes)
+                            msgs, nbytes = [], 0
+                        if self.closed:
+                            return n
+                        self._on_msg(subject_b, reply_b, (), None, payload)
+                        continue
+                    msgs.append((framed, ack, None, payload))
+                    nbytes += len(payload)
+            elif op == OP_LMSG and ev[1] == subject_b and not ev[3]:
+                framed, ack = decode_ack_reply(subject_b, ev[2])
+                if framed is subject_b:
+                    break
+                hdr = ev[4]
+                payload = ev[5]
+                msgs.append((framed, ack, hdr, payload))
+                nbytes += len(payload) if hdr is None else len(payload) + len(hdr)
+            else:
                 break
-            framed, reply_b = decode_ack_reply(subject_b, ev[2])
-            if framed is subject_b:
-                break  # not a delivery that crossed a link (no `@<subject>`)
-            hdr = ev[4]
-            payload = ev[5]
-            msgs.append((framed, reply_b, hdr, payload))
-            nbytes += len(payload) if hdr is None else len(payload) + len(hdr)
             j += 1
-        if not msgs:
-            self._on_msg(subject_b, first[2], first[3], first[4], first[5])
+        if msgs:
+            self._route_js_run(subject_b, msgs, nbytes)
+        if j == i:  # a single LMSG that is no delivery after all
+            ev = events[i]
+            self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
             return i + 1
+        return j
+
+    def _route_js_run(self, subject_b: bytes, msgs: list[Message], nbytes: int) -> None:
+        if self.closed:
+            return
         self.in_msgs += len(msgs)
         self.in_bytes += nbytes
         subject = subject_b.decode("utf-8", "surrogateescape")
         di = self._deny_imp
         if di is None or di.allows(subject):
             self.account.route_as_batch(subject, subject_b, msgs, nbytes, self, ())
-        return j
 
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
