@@ -390,7 +390,8 @@ class SourceSync:
         p = self._iparts
         ident = f" {self.ident}" if self.ident else ""
         took = False  # a delivery of the current consumer came (contact, for the health check)
-        lag = -1
+        pending_b = b""  # the origin's pending count after the last message taken
+        names: dict[bytes, str] = {}  # subjects decoded (a backlog repeats a few)
         ts = 0
         for subject_b, reply_b, hdr, payload in msgs:
             t = reply_b.split(b".") if not self.pending and payload else ()
@@ -409,12 +410,16 @@ class SourceSync:
                 cname = self.cname.encode()
                 ident = f" {self.ident}" if self.ident else ""
                 continue
+            if t[o + 1] != b"1":
+                # a redelivery (ack none: never expected), or one of another shape
+                if not t[o + 1].isdigit() or int(t[o + 1]) > 1:
+                    continue
             try:
-                dc, sseq, dseq, ts, pending = int(t[o + 1]), int(t[o + 2]), int(t[o + 3]), int(t[o + 4]), int(t[o + 5])
+                sseq, dseq, ts = int(t[o + 2]), int(t[o + 3]), int(t[o + 4])
             except ValueError:
                 continue
-            if dc > 1:
-                continue  # a redelivery
+            if not t[o + 5].isdigit():
+                continue
             took = True
             self.taken_ts = ts
             if sseq <= self.sseq:
@@ -429,10 +434,12 @@ class SourceSync:
                 return
             marks.append((self.sseq, self.dseq))
             self.dseq, self.sseq = dseq, sseq
-            lag = pending - 1 if pending else 0
-            subject = subject_b.decode("utf-8", "surrogateescape")
+            pending_b = t[o + 5]
+            subject = names.get(subject_b)
+            if subject is None:
+                subject = names[subject_b] = subject_b.decode("utf-8", "surrogateescape")
             if mirror:
-                new_hdr = _strip(hdr, False)
+                new_hdr = _strip(hdr, False) if hdr else b""
                 msg_id = ""
             else:
                 line = f"Nats-Stream-Source: {p[0]} {sseq} {p[1]} {p[2]} {subject}{ident}\r\n\r\n".encode()
@@ -447,8 +454,9 @@ class SourceSync:
         if took:
             self.heard = time.monotonic()
             self.last_ns = time.time_ns()
-        if lag >= 0:
-            self.lag = lag
+        if pending_b:
+            pending = int(pending_b)
+            self.lag = pending - 1 if pending else 0
         if rows:
             self._store_rows(rows, marks)
 

@@ -747,18 +747,42 @@ class Stream:
                     return i, e
             return len(rows), None
         dedupe = self.dedupe if self.dup_window else None
-        append = self._append_synced
+        # what `_append_synced` does after the append, for the common shape of stream: only the totals
+        # limits and the consumers' wake-up (no per-subject limit, rollup, republish or interest retention)
+        plain = self.max_per <= 0 and not self.allow_rollup and self.republish is None and self.retention != "interest"
+        limits = self.max_msgs > 0 or self.max_bytes > 0
+        consumers = list(self.consumers.values())
+        slow = self._append_synced
+        append = store.append
         for i, (subject, hdr, payload, ts, seq, msg_id) in enumerate(rows):
             if msg_id and dedupe is not None:
                 prev = dedupe.get(msg_id)
                 if prev is not None and time.time_ns() - prev[1] < self.dup_window:
                     continue
-            if seq and seq <= store.last_seq:
-                return i, ValueError(f"sequence {seq} is not past the last one ({store.last_seq})")
+            if seq:
+                last = store.last_seq
+                if seq <= last:
+                    return i, ValueError(f"sequence {seq} is not past the last one ({last})")
+            if not plain:
+                try:
+                    slow(subject, hdr, payload, ts, seq, msg_id, sizes[i])
+                except (JSApiError, StoreError) as e:
+                    return i, e
+                continue
             try:
-                append(subject, hdr, payload, ts, seq, msg_id, sizes[i])
-            except (JSApiError, StoreError) as e:
+                if seq and seq > last + 1:
+                    store.skip_to(seq)
+                seq, ts, _ = append(subject, hdr, payload, ts, 0, sizes[i])
+            except StoreFullError as e:
+                return i, api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage")
+            except StoreError as e:
                 return i, e
+            if msg_id and dedupe is not None:
+                dedupe[msg_id] = (seq, ts)
+            if limits and self._trim_totals():
+                self.notify_removed()
+            for c in consumers:
+                c.on_msg(seq, subject)
         return len(rows), None
 
     def _append_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int, msg_id: str,

@@ -73,6 +73,7 @@ class LeafParser(Framer):
         run: tuple = ()
         single: tuple = ()
         vrun: tuple = ()
+        vprefix = b""
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -81,6 +82,20 @@ class LeafParser(Framer):
                 break
             if nl - pos > mcl:
                 return self._fail(events, "maximum control line exceeded")
+            if vrun and find_at(vprefix, pos) and events[-1] is vrun:
+                # the next of a run of replies: `LMSG <its subject> <reply> <size>`, read with two finds
+                a = pos + len(vprefix)
+                sp = find(b" ", a, nl)
+                if sp > a:
+                    szb = buf[sp + 1 : nl - 1 if buf[nl - 1] == 13 else nl]
+                    if szb.isdigit() and len(szb) < 11:
+                        stop = nl + 1 + int(szb)
+                        if stop + 2 <= n and stop - nl - 1 <= self.max_payload and buf[stop] == 13 \
+                                and buf[stop + 1] == 10:
+                            vrun[2].append(buf[a:sp])
+                            vrun[3].append(buf[nl + 1 : stop])
+                            pos = stop + 2
+                            continue
             # runs mode: a plain LMSG line seen before needs no parsing; the line of a JetStream delivery
             # (an ack reply is unique to its message) is never seen again: neither looked up nor kept
             ent = None
@@ -149,6 +164,7 @@ class LeafParser(Framer):
                     elif last is single and single[1] == subject and reply and single[2]:
                         # the same subject with another reply: a run of replies
                         vrun = events[-1] = (OP_LMSGR, subject, [single[2], reply], [single[5], buf[start:stop]])
+                        vprefix = b"LMSG " + subject + b" "
                         pos = stop + 2
                         continue
                     else:

@@ -486,6 +486,12 @@ class LeafConnection(Connection):
                 if ev[1] != subject_b:
                     break
                 for reply_b, payload in zip(ev[2], ev[3], strict=True):
+                    at = reply_b.find(b"@")
+                    if at > 0 and reply_b.count(b".", 0, at) >= 8 and reply_b.startswith(b"$JS.ACK."):
+                        # decode_ack_reply's answer when the first `@` is the one
+                        msgs.append((reply_b[at + 1:] or subject_b, reply_b[:at], None, payload))
+                        nbytes += len(payload)
+                        continue
                     framed, ack = decode_ack_reply(subject_b, reply_b)
                     if framed is subject_b:  # not a delivery that crossed a link (no `@<subject>`)
                         if msgs:

@@ -318,7 +318,9 @@ _lpieces = st.sampled_from([
     b"LMSG a | q 1\r\nx\r\n", b"LMSG a 1\nx\r\n", b"lmsg a 1\r\nx\r\n", b"HMSG a 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
     b"PING\r\n", b"LS+ a\r\n", b"LMSG a 1\r\nxy\r\n", b"LMSG a 1\r\nx\n", b"LMSG a 99\r\n", b"\r\n",
     b"LMSG a s 1\r\nx\r\n", b"LMSG a $JS.ACK.s.c.1.1.1.1.0@b 1\r\nx\r\n", b"LMSG a $JS.ACK.s.c.1.2.2.1.0@b 2\r\nxy\r\n",
-    b"LMSG b $JS.ACK.s.c.1.3.3.1.0@b 0\r\n\r\n", b"LMSG a $JS.ACK.x 1\r\n\r\n",
+    b"LMSG b $JS.ACK.s.c.1.3.3.1.0@b 0\r\n\r\n", b"LMSG a $JS.ACK.x 1\r\n\r\n", b"LMSG a t 1\r\nx\n",
+    b"LMSG a  u 1\r\nx\r\n", b"LMSG a u\t1\r\nx\r\n", b"LMSG a v 77\r\n", b"LMSG a | q 1\r\nx\r\n", b"LMSG a w 1 \r\nx\r\n",
+    b"LMSG a + r q 1\r\nx\r\n", b"LMSG a x 51\r\n" + b"y" * 51 + b"\r\n",
 ])
 
 
