@@ -241,6 +241,49 @@ def test_backlog_drain_same_as_nats_server_leaf(
         assert e[key] == ref[key], key
 
 
+def test_backlog_past_the_mirrors_limit(hub_bin: str, start_hub: Callable[..., Hub],
+                                        start_server: Callable[..., ServerProcess]) -> None:
+    """A mirror with `max_msgs` and `discard: new` fed a backlog bigger than its limit: the run that
+    reaches the limit stores up to it, the rest is refused, nothing is stored twice or out of order, and
+    the leaf keeps serving; compared with a nats-server leaf."""
+    n, limit = 2000, 700
+    results: dict[str, Any] = {}
+    for kind in KINDS:
+        hub = start_hub(hub_bin, HUB_JS_CONF)
+        leaf = _leaf(start_server, kind, hub.leaf_port)
+
+        async def scenario(leaf: ServerProcess, hub: Hub = hub) -> dict[str, Any]:
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            lc = await _connect(leaf)
+            try:
+                await _req(hc, "$JS.API.STREAM.CREATE.commands", {"name": "commands", "subjects": ["cmd.>"]})
+                js = hc.jetstream()
+                acks = [js.publish(f"cmd.{i % 3}", b"c%d" % i) for i in range(n)]
+                for i in range(0, n, 500):
+                    await asyncio.gather(*acks[i:i + 500])
+                await _wait(lambda: _linked(lc), 15, "leaf linked")
+                r = await _req(lc, "$JS.API.STREAM.CREATE.commands", {**MIRROR, "max_msgs": limit, "discard": "new"})
+                assert "error" not in r, r
+                await _wait(lambda: _count(lc, "commands", limit), 30, "mirror at its limit")
+                await asyncio.sleep(1.5)  # what more would come, and retries
+                info = await _req(lc, "$JS.API.STREAM.INFO.commands", {})
+                msgs = await read_stream(lc, "commands", limit)
+                return {"state": (info["state"]["messages"], info["state"]["first_seq"], info["state"]["last_seq"]),
+                        "msgs": [(q, subj, d) for q, subj, _, d in msgs]}
+            finally:
+                await lc.close()
+                await hc.close()
+
+        results[kind] = run(scenario(leaf), timeout=90)
+        if kind == "edged":
+            assert "maximum messages exceeded" in leaf.log_tail(20000)  # the store refused, and said so
+        leaf.stop()
+        hub.stop()
+    e, ref = results["edged"], results["nats-server"]
+    assert ref["state"] == (limit, 1, limit)
+    assert e == ref
+
+
 # ---------------------------------------------------------------------------------- outages
 
 
