@@ -393,6 +393,8 @@ class SourceSync:
         pending_b = b""  # the origin's pending count after the last message taken
         names: dict[bytes, str] = {}  # subjects decoded (a backlog repeats a few)
         ts = 0
+        # the position in locals while only messages are taken; written back before anything else runs
+        sseq0, dseq0 = self.sseq, self.dseq
         for subject_b, reply_b, hdr, payload in msgs:
             t = reply_b.split(b".") if not self.pending and payload else ()
             n = len(t)
@@ -400,6 +402,7 @@ class SourceSync:
             if not o or t[0] != b"$JS" or t[1] != b"ACK" or t[o] != cname:
                 # a control message, an earlier consumer's, one of another shape or before the create
                 # response: on its own, in order
+                self.sseq, self.dseq = sseq0, dseq0
                 if rows and not self._store_rows(rows, marks):
                     return
                 rows, marks = [], []
@@ -407,6 +410,7 @@ class SourceSync:
                                  reply_b.decode("utf-8", "surrogateescape"), hdr, payload)
                 if self.closed or sub not in self.deliver_subs:
                     return
+                sseq0, dseq0 = self.sseq, self.dseq
                 cname = self.cname.encode()
                 ident = f" {self.ident}" if self.ident else ""
                 continue
@@ -421,19 +425,19 @@ class SourceSync:
             if not t[o + 5].isdigit():
                 continue
             took = True
-            self.taken_ts = ts
-            if sseq <= self.sseq:
-                if dseq == self.dseq + 1:
-                    self.dseq += 1
+            if sseq <= sseq0:
+                if dseq == dseq0 + 1:
+                    dseq0 = dseq
                 continue
-            if dseq != self.dseq + 1 and (not mirror or sseq != self.sseq + 1):
+            if dseq != dseq0 + 1 and (not mirror or sseq != sseq0 + 1):
                 # missed deliveries: what came before is stored, then the consumer is recreated after it
+                self.sseq, self.dseq = sseq0, dseq0
                 if rows and not self._store_rows(rows, marks):
                     return
                 self.retry()
                 return
-            marks.append((self.sseq, self.dseq))
-            self.dseq, self.sseq = dseq, sseq
+            marks.append((sseq0, dseq0))
+            sseq0, dseq0 = sseq, dseq
             pending_b = t[o + 5]
             subject = names.get(subject_b)
             if subject is None:
@@ -451,9 +455,11 @@ class SourceSync:
                     subject = tr(subject)
                     break
             rows.append((subject, new_hdr, payload, ts if mirror else 0, sseq if mirror else 0, msg_id))
+        self.sseq, self.dseq = sseq0, dseq0
         if took:
             self.heard = time.monotonic()
             self.last_ns = time.time_ns()
+            self.taken_ts = ts
         if pending_b:
             pending = int(pending_b)
             self.lag = pending - 1 if pending else 0

@@ -752,6 +752,8 @@ class Stream:
         plain = self.max_per <= 0 and not self.allow_rollup and self.republish is None and self.retention != "interest"
         limits = self.max_msgs > 0 or self.max_bytes > 0
         consumers = list(self.consumers.values())
+        if plain and not limits and dedupe is None:
+            return self._store_run_plain(rows, sizes, consumers)
         slow = self._append_synced
         append = store.append
         for i, (subject, hdr, payload, ts, seq, msg_id) in enumerate(rows):
@@ -784,6 +786,53 @@ class Stream:
             for c in consumers:
                 c.on_msg(seq, subject)
         return len(rows), None
+
+    def _store_run_plain(self, rows: list[tuple[str, bytes, bytes, int, int, str]], sizes: list[int],
+                         consumers: list[Any]) -> tuple[int, Exception | None]:
+        """`store_synced_run` for a stream with nothing to apply after a write but its consumers' wake-up:
+        each stretch of consecutive sequences is one `append_run` of the store."""
+        store = self.store
+        stretch: list[tuple[str, bytes, bytes, int, int]] = []
+        start = 0  # the index of the stretch's first row
+        last = store.last_seq
+        for i, (subject, hdr, payload, ts, seq, _) in enumerate(rows):
+            if seq:
+                if seq <= last:
+                    err = self._append_stretch(stretch, consumers)
+                    return (i, ValueError(f"sequence {seq} is not past the last one ({last})")) if err is None \
+                        else (start, err)
+                if seq > last + 1:
+                    err = self._append_stretch(stretch, consumers)
+                    if err is not None:
+                        return start, err
+                    stretch = []
+                    start = i
+                    try:
+                        store.skip_to(seq)  # the origin's gap (deleted or expired there) kept as deleted
+                    except StoreError as e:
+                        return i, e
+                last = seq
+            else:
+                last += 1
+            stretch.append((subject, hdr, payload, ts, sizes[i]))
+        err = self._append_stretch(stretch, consumers)
+        return (len(rows), None) if err is None else (start, err)
+
+    def _append_stretch(self, stretch: list[tuple[str, bytes, bytes, int, int]], consumers: list[Any]) -> Exception | None:
+        if not stretch:
+            return None
+        store = self.store
+        try:
+            store.append_run(stretch)
+        except StoreError as e:
+            return e
+        if consumers:
+            seq = store.last_seq - len(stretch)
+            for m in stretch:
+                seq += 1
+                for c in consumers:
+                    c.on_msg(seq, m[0])
+        return None
 
     def _append_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int, msg_id: str,
                        size: int) -> None:
