@@ -83,19 +83,33 @@ class LeafParser(Framer):
             if nl - pos > mcl:
                 return self._fail(events, "maximum control line exceeded")
             if vrun and find_at(vprefix, pos) and events[-1] is vrun:
-                # the next of a run of replies: `LMSG <its subject> <reply> <size>`, read with two finds
-                a = pos + len(vprefix)
-                sp = find(b" ", a, nl)
-                if sp > a:
+                # the next ones of a run of replies: `LMSG <its subject> <reply> <size>`, each read with two
+                # finds; a line that does not read so is left to the general path below
+                add_reply = vrun[2].append
+                add_payload = vrun[3].append
+                vlen = len(vprefix)
+                max_payload = self.max_payload
+                while True:
+                    a = pos + vlen
+                    sp = find(b" ", a, nl)
+                    if sp <= a:
+                        break
                     szb = buf[sp + 1 : nl - 1 if buf[nl - 1] == 13 else nl]
-                    if szb.isdigit() and len(szb) < 11:
-                        stop = nl + 1 + int(szb)
-                        if stop + 2 <= n and stop - nl - 1 <= self.max_payload and buf[stop] == 13 \
-                                and buf[stop + 1] == 10:
-                            vrun[2].append(buf[a:sp])
-                            vrun[3].append(buf[nl + 1 : stop])
-                            pos = stop + 2
-                            continue
+                    if not szb.isdigit() or len(szb) > 10:
+                        break
+                    size = int(szb)
+                    stop = nl + 1 + size
+                    if stop + 2 > n or size > max_payload or buf[stop] != 13 or buf[stop + 1] != 10:
+                        break
+                    add_reply(buf[a:sp])
+                    add_payload(buf[nl + 1 : stop])
+                    pos = stop + 2
+                    nl = find(b"\n", pos) if find_at(vprefix, pos) else -1
+                    if nl < 0 or nl - pos > mcl:
+                        nl = -1
+                        break
+                if nl < 0:
+                    continue  # the next line is another kind (or not all here yet): the outer loop reads it
             # runs mode: a plain LMSG line seen before needs no parsing; the line of a JetStream delivery
             # (an ack reply is unique to its message) is never seen again: neither looked up nor kept
             ent = None
