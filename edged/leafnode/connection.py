@@ -632,11 +632,7 @@ class LeafConnection(Connection):
     def deliver_routed_batch(self, sub: Subscription, routed: bytes, msgs: list[Message], nbytes: int) -> None:
         """`deliver_routed` of each message (`LMSG <routed> <reply>@<subject>`), checked once and framed into
         one buffer: a consumer draining a backlog to the hub hands over hundreds at a time."""
-        self._forget_last()
-        if self.closed or not self.connected or routed.startswith(self._out_deny):
-            return
-        exp = self._exp
-        if exp is not None and not exp.allows(routed.decode("utf-8", "surrogateescape")):
+        if not self._run_allowed(routed):
             return
         parts: list[bytes] = []
         add = parts.append
@@ -673,11 +669,7 @@ class LeafConnection(Connection):
         subscription: the checks and the LMSG line are done once, equal-sized messages written with one
         join. No other subscription of this connection gets the same messages (`run_receivers`), so there
         is nothing to merge."""
-        self._forget_last()
-        if self.closed or not self.connected or subject.startswith(self._out_deny):
-            return
-        exp = self._exp
-        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+        if not self._run_allowed(subject):
             return
         q = sub.queue
         if q:  # not reached from the router (queue subscriptions are in groups), kept correct anyway
@@ -686,6 +678,14 @@ class LeafConnection(Connection):
             self._forget_last()
             return
         self._queue_run(sub, payloads, b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject)
+
+    def _run_allowed(self, subject: bytes) -> bool:
+        """May a run of messages routed by `subject` go to the hub (`deliver`'s checks, once for the run)?"""
+        self._forget_last()
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return False
+        exp = self._exp
+        return exp is None or exp.allows(subject.decode("utf-8", "surrogateescape"))
 
     def _merge(self, sub: Subscription) -> None:
         """Another subscription of the same router pass: add its queue group to the written LMSG."""
