@@ -260,9 +260,9 @@ class Consumer:
         sf = str(c.get("sample_freq") or "").strip().rstrip("%")
         self.sample = min(100, max(0, int(sf))) / 100 if sf.isdigit() else 0.0
         self.replay_original = c["replay_policy"] == "original"
-        # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery
-        # and the max_deliver advisory a first delivery may already trigger
-        self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
+        # what `_send_new` leaves to the per-message path: paced, headers-only delivery and the max_deliver
+        # advisory a first delivery may already trigger
+        self._fast = not (self.rate_bps or self.replay_original or self.headers_only
                           or (self.max_deliver == 1 and self.ack != "none"))
         self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
         self._subj_b = SubjectBytes()
@@ -551,7 +551,7 @@ class Consumer:
                 if not k:
                     break
                 n += k
-                if watch and self._held_back(watch):
+                if self.fc_stalled or (watch and self._held_back(watch)):
                     break
                 continue
             m, redelivery = self._next_msg()
@@ -649,13 +649,19 @@ class Consumer:
         routed: Any = None
         dest_b = dest.encode("utf-8", "surrogateescape")
         # a connection that takes batches with no per-message check is handed the messages in one call
-        # per BATCH_FLUSH bytes: no deliver() call per message
+        # per BATCH_FLUSH bytes: no deliver() call per message; a leafnode takes them with the subject they
+        # were routed by (deliver_routed_batch)
         batch: list[Message] | None = None
         conn: Any = None
+        routed_batch = False
         if direct is not None:
             conn = direct.conn
             if type(conn).deliver_routed is not Receiver.deliver_routed:
-                routed = conn.deliver_routed
+                if conn.takes_routed_batch(direct):
+                    batch = []
+                    routed_batch = True
+                else:
+                    routed = conn.deliver_routed
             else:
                 deliver = conn.deliver
                 if conn.takes_batch(direct):
@@ -669,6 +675,13 @@ class Consumer:
         popleft = buf.popleft
         sent = fsize = fbytes = 0
         seq = dseq = 0
+        # flow control (a push consumer with flow_control, such as a mirror's or a source's): counted per
+        # message as `_fc_account` does; a run ends with the message after which a request is due or the
+        # window is full, and the request follows what was handed over
+        fc = self.fc and req is None
+        fcb, fc_sz, window, asking = self.fc_bytes, self.fc_sz, self.fc_window, self.fc_pending is None
+        fc_due = False
+        dlen = len(dest_b)
         if batch is not None:
             # nothing runs between two messages (they are only built): the position stays in locals
             # and is written back before the batch is handed over
@@ -676,7 +689,9 @@ class Consumer:
             dseq = self.dseq
             np: int = self._np or 0
             last = st.last_seq
-            early = EARLY_BATCH if limit > 2 * EARLY_BATCH else -1
+            early = EARLY_BATCH if limit > 2 * EARLY_BATCH and not routed_batch else -1
+            hand = (lambda b, nb: conn.deliver_routed_batch(direct, dest_b, b, nb)) if routed_batch else \
+                (lambda b, nb: conn.deliver_batch(direct, b, nb))
             while sent < limit:
                 m = popleft()
                 seq = m[0]
@@ -686,19 +701,28 @@ class Consumer:
                     pending[seq] = [dseq, now]
                 hdr = m[2]
                 data = m[3]
+                reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0)
                 if hdr:
-                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
-                            hdr, data))
-                    fsize += len(hdr) + len(data)
+                    append((subj_cache[m[1]], reply_b, hdr, data))
+                    size = len(hdr) + len(data)
                 else:
-                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
-                            None, data))
-                    fsize += len(data)
+                    append((subj_cache[m[1]], reply_b, None, data))
+                    size = len(data)
+                fsize += size
                 sent += 1
                 fbytes += 64
+                if fc:
+                    size += dlen + len(reply_b)
+                    fcb += size
+                    if asking:
+                        fc_due = fcb > window // 2
+                    elif fcb - fc_sz >= window:
+                        fc_sz += size
+                    if fc_due or fcb > window:
+                        break
                 if fsize + fbytes >= BATCH_FLUSH or sent == early:
                     self.dseq, self.sseq, self._np = dseq, seq, np
-                    conn.deliver_batch(direct, batch, fsize)
+                    hand(batch, fsize)
                     if sent == early:
                         conn.flush()  # the client starts on the first messages while the rest are built
                     batch = []
@@ -706,7 +730,12 @@ class Consumer:
                     fsize = fbytes = 0
             self.dseq, self.sseq, self._np = dseq, seq, np
             if batch:
-                conn.deliver_batch(direct, batch, fsize)
+                hand(batch, fsize)
+            if fc:
+                self.fc_bytes, self.fc_sz = fcb, fc_sz
+                if fc_due:
+                    self._send_flow_control()
+                self.fc_stalled = self.fc_bytes > self.fc_window
         else:
             while sent < limit:
                 m = popleft()
@@ -731,6 +760,10 @@ class Consumer:
                 else:
                     routed(direct, dest_b, subj_b, reply_b, hdr, data)
                 sent += 1
+                if fc:
+                    self._fc_account(dlen + len(reply_b) + len(hdr or b"") + len(data))
+                    if self.fc_stalled:
+                        break
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
             if sent and self.stream.retention == "interest":
