@@ -336,6 +336,7 @@ class Options:
     edged: dict[str, Any] = field(default_factory=dict)
     # where options came from
     config_file: str = ""
+    config_digest: str = ""  # /varz config_digest: "sha256:<hex>" of the parsed file (config.load_options)
     warnings: list[ConfigWarning] = field(default_factory=list)
 
     def effective_auth_timeout(self) -> float:
