@@ -120,12 +120,15 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     stream = _stream(req)
     # the consumer a hub creates to mirror or source this stream (nats-server's stream.go): 2.14+ hubs
     # name it after the stream (JS_SRC_<hash>) and ask again under that name while the last one may still
-    # be here, from another start; as nats-server does for a `direct` + `sourcing` request, each gets a
-    # name of its own. (nats-server on an interest stream makes it a durable with ack policy
-    # flow_control instead; edged has no such ack policy, so it does here what a clustered nats-server
-    # does.)
+    # be here, from another start. On an interest or workqueue stream it becomes a durable of that name
+    # acked by the hub's flow control answers, so what the hub stored leaves the stream (nats-server's
+    # durable sourcing, level 4); otherwise each gets a name of its own.
     sync = bool(cfg_in.get("direct") or cfg_in.get("sourcing"))
-    if cfg_in.get("direct") and cfg_in.get("sourcing") and name:
+    if cfg_in.get("direct") and cfg_in.get("sourcing") and name and stream.retention != "limits":
+        cfg_in.update(direct=False, durable_name=name, ack_policy="flow_control", ack_wait=0, max_deliver=0,
+                      inactive_threshold=0)
+        durable = name
+    elif cfg_in.get("direct") and cfg_in.get("sourcing") and name:
         base = name
         name = f"{base}-{_ephemeral_name()}"
         while name in stream.consumers:
@@ -144,6 +147,12 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         cfg_in.pop("pause_until", None)
         if existing.config.get("pause_until"):
             cfg_in["pause_until"] = existing.config["pause_until"]
+        if cfg_in.get("sourcing") and cfg_in.get("durable_name"):
+            # a durable source's consumer goes on from where it is, wherever the hub asks it to start
+            for k in ("deliver_policy", "opt_start_seq", "opt_start_time"):
+                cfg_in.pop(k, None)
+                if k in existing.config:
+                    cfg_in[k] = existing.config[k]
     cfg = normalize(with_static_consumer_metadata(cfg_in), stream, req.jsa.limits.max_ack_pending)
     if existing is not None:
         if action == "create" and like_previous(cfg, existing.config) != existing.config:
@@ -170,7 +179,7 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     if mc > 0 and sum(1 for c in stream.consumers.values() if not c.direct) >= mc:
         raise api_error("JSMaximumConsumersLimitErr")
     if stream.retention == "workqueue" and not sync:
-        if cfg["ack_policy"] != "explicit":
+        if cfg["ack_policy"] not in ("explicit", "flow_control"):
             raise api_error("JSConsumerWQRequiresExplicitAckErr")
         if cfg["deliver_policy"] != "all":
             raise api_error("JSConsumerWQConsumerNotDeliverAllErr")
