@@ -19,6 +19,8 @@ from edged.config import parse_duration
 from edged.goformat import rfc3339ns
 from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.fastbatch import SUFFIX as FAST_SUFFIX
+from edged.jetstream.fastbatch import FastBatches, parse_reply
 from edged.jetstream.gojson import go_quote
 from edged.subjects import (
     SubjectTransform,
@@ -80,7 +82,7 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 # newer nats-server stream features edged does not have: refused, rather than a stream without them
 _NOT_SUPPORTED = (("allow_msg_counter", "message counters"), ("allow_atomic", "atomic batch publishes"),
-                  ("allow_msg_schedules", "message schedules"), ("allow_batched", "fast batch publishes"),
+                  ("allow_msg_schedules", "message schedules"),
                   ("subject_delete_marker_ttl", "subject delete markers"))
 
 
@@ -231,6 +233,8 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         cfg["no_ack"] = True
     if req.get("allow_msg_ttl"):
         cfg["allow_msg_ttl"] = True
+    if req.get("allow_batched"):  # fast batch publishing (fastbatch.py)
+        cfg["allow_batched"] = True
     if req.get("metadata"):
         md = req["metadata"]
         if not isinstance(md, dict):
@@ -261,6 +265,8 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
             raise api_error("JSMirrorWithSubjectsErr")
         if sources:
             raise api_error("JSMirrorWithSourcesErr")
+        if req.get("allow_batched"):
+            raise api_error("JSMirrorWithBatchPublishErr")
         trs = mirror.get("subject_transforms") or []
         if mirror.get("filter_subject") and trs:
             raise api_error("JSMirrorMultipleFiltersNotAllowed")
@@ -466,6 +472,7 @@ class Stream:
         self.last_msg_id = ""
         self.closed = False
         self.sync: Any = None  # mirror.StreamSync of a mirror or a stream with sources
+        self.fast: FastBatches | None = None  # open fast batches (`allow_batched`)
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -556,9 +563,17 @@ class Stream:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
-    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> tuple[int, Any] | None:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
-        sizes, the headers' expectations, limits, then the store."""
+        sizes, the headers' expectations, limits, then the store. Returns (sequence, commit future), or
+        None for a duplicate or a fast batch's message (handled by fastbatch.py)."""
+        if reply.endswith(FAST_SUFFIX):
+            ref = parse_reply(reply)
+            if ref is not None:
+                if self.fast is None:
+                    self.fast = FastBatches(self)
+                self.fast.publish(ref, subject, reply, hdr, payload)
+                return None
         if self.transform is not None:
             subject = self.transform(subject)
         if self.sealed:
@@ -685,6 +700,7 @@ class Stream:
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+        return seq, committed
 
     def _trim_subject(self, subject: str) -> tuple[int, list[Any]]:
         """max_msgs_per_subject after a write: (how many went, which)."""
