@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from edged.headers import get_header, remove_headers
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.versioning import REQUIRED_LEVEL_HEADER, refuses_required_level
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream
@@ -193,6 +195,11 @@ class FastBatches:
             b = self._new(bid, ref)
         else:
             self._arm(bid, b)
+        if hdr and get_header(hdr, REQUIRED_LEVEL_HEADER) is not None:
+            if refuses_required_level(hdr):  # the batch cannot be what its publisher needs
+                self._drop(bid, b)
+                raise api_error("JSRequiredApiLevelErr")
+            hdr = remove_headers(hdr, {REQUIRED_LEVEL_HEADER})
         if ref.ping:
             self._ping(bid, b, ref, reply)
             return

@@ -23,12 +23,13 @@ def reply(bid: str, seq: int, op: int, flow: int = 2, gap: str = "fail") -> str:
     return f"{INBOX}.{bid}.{flow}.{gap}.{seq}.{op}.$FI"
 
 
-async def batch(nc: Any, subject: str, replies: list[str], settle: float = 0.0) -> list[Any]:
+async def batch(nc: Any, subject: str, replies: list[str], settle: float = 0.0,
+                headers: dict[str, str] | None = None) -> list[Any]:
     """Publish one message per reply subject, then collect what comes back until a PubAck or an error
     PubAck (bounded), each as (batch seq of the reply it went to, body)."""
     sub = await nc.subscribe(f"{INBOX}.>")
     for i, r in enumerate(replies):
-        await nc.publish(subject, b"m%d" % (i + 1), reply=r)
+        await nc.publish(subject, b"m%d" % (i + 1), reply=r, headers=headers)
         if settle:
             await asyncio.sleep(settle)
     got: list[Any] = []
@@ -67,6 +68,11 @@ async def scenario(nc: Any, js: Any) -> dict[str, Any]:
     out["pattern"] = await batch(nc, "fb.d", [f"{INBOX}.x.$FI"])
     out["unknown"] = await batch(nc, "fb.d", [reply("nope", 2, 1)])
     out["long id"] = await batch(nc, "fb.d", [reply("x" * 65, 1, 0)])
+    # Nats-Required-Api-Level on a batch: refused above the server's level, else taken off
+    out["level above"] = await batch(nc, "fb.e", [reply("b5", 1, 0)], headers={"Nats-Required-Api-Level": "99"})
+    out["level ok"] = await batch(nc, "fb.e", [reply("b6", 1, 2)], headers={"Nats-Required-Api-Level": "0",
+                                                                             "X-Keep": "1"})
+    out["level ok headers"] = (await js.get_msg("FB", out["level ok"][-1][1]["seq"])).headers
     si = await js.stream_info("FB")
     msgs = [(await js.get_msg("FB", s)).data for s in range(si.state.first_seq, si.state.last_seq + 1)]
     out["stored"] = (si.state.messages, msgs)
@@ -114,6 +120,14 @@ def test_gap_ends_the_batch_like_nats_server(results: dict[str, Any]) -> None:
     assert ref[-2:] == [(3, {"type": "gap", "last_seq": 2, "seq": 3}),
                         (3, {"stream": "FB", "seq": 13, "batch": "b3", "count": 1})], ref
     assert results["edged"]["gap"] == ref
+
+
+def test_required_level_on_a_batch_like_nats_server(results: dict[str, Any]) -> None:
+    ref = results["nats-server"]
+    assert ref["level above"][-1][1]["error"]["err_code"] == 10185
+    assert ref["level ok headers"] == {"X-Keep": "1"}
+    for key in ("level above", "level ok", "level ok headers"):
+        assert results["edged"][key] == ref[key], key
 
 
 @pytest.mark.parametrize("case,code", [("disabled", 10205), ("pattern", 10206), ("unknown", 10208),
