@@ -88,7 +88,7 @@ class _Batch:
     messages wait for their commit, the current ack interval, the inactivity timer."""
 
     __slots__ = ("lseq", "sseq", "pseq", "fseq", "pending", "ack_msgs", "max_ack", "reply", "gap_ok", "commit",
-                 "timer")
+                 "timer", "active")
 
     def __init__(self, gap_ok: bool, max_ack: int) -> None:
         self.lseq = self.sseq = self.pseq = self.fseq = self.pending = 0
@@ -98,6 +98,7 @@ class _Batch:
         self.gap_ok = gap_ok
         self.commit = False
         self.timer: asyncio.TimerHandle | None = None
+        self.active = 0.0  # loop time of the last message: the timer looks at it rather than being re-armed
 
 
 class FastBatches:
@@ -107,6 +108,8 @@ class FastBatches:
         self.stream = stream
         self.open: dict[str, _Batch] = {}
         self._in_commit = False
+        # messages waiting for their commit, per commit future: one callback per group commit
+        self._waiting: dict[Any, list[tuple[str, _Batch, int, int, str]]] = {}
 
     # ---------------------------------------------------------------- replies
 
@@ -148,15 +151,26 @@ class FastBatches:
         b.ack_msgs = 1 if len(self.open) > 1 else min(MAX_FLOW, b.max_ack)
 
     def _arm(self, bid: str, b: _Batch) -> None:
-        if b.timer is not None:
-            b.timer.cancel()
-        b.timer = self.stream.js.server.loop.call_later(TIMEOUT, self._drop, bid, b)
+        loop = self.stream.js.server.loop
+        b.active = loop.time()
+        if b.timer is None:
+            b.timer = loop.call_later(TIMEOUT, self._expire, bid, b)
+
+    def _expire(self, bid: str, b: _Batch) -> None:
+        """The inactivity timer: the batch goes TIMEOUT after its last message."""
+        loop = self.stream.js.server.loop
+        idle = loop.time() - b.active
+        if idle < TIMEOUT and not b.commit:
+            b.timer = loop.call_later(TIMEOUT - idle, self._expire, bid, b)
+            return
+        b.timer = None
+        self._drop(bid, b)
 
     def _drop(self, bid: str, b: _Batch) -> None:
         global _inflight_total
         if self.open.get(bid) is b:
             del self.open[bid]
-            _inflight_total -= 1
+            _inflight_total = max(0, _inflight_total - 1)
         if b.timer is not None:
             b.timer.cancel()
             b.timer = None
@@ -241,8 +255,11 @@ class FastBatches:
         seq, committed = res
         b.pending += 1
         if hasattr(committed, "add_done_callback"):
-            committed.add_done_callback(
-                lambda f: self._stored(bid, b, ref.seq, seq, reply, None if f.cancelled() else f.exception()))
+            waiting = self._waiting.get(committed)
+            if waiting is None:
+                waiting = self._waiting[committed] = []
+                committed.add_done_callback(self._committed)
+            waiting.append((bid, b, ref.seq, seq, reply))
         else:
             self._stored(bid, b, ref.seq, seq, reply, None)
 
@@ -284,6 +301,11 @@ class FastBatches:
             self._puback(bid, b, reply)
             return True
         return False
+
+    def _committed(self, f: Any) -> None:
+        exc = None if f.cancelled() else f.exception()
+        for bid, b, bseq, seq, reply in self._waiting.pop(f, ()):
+            self._stored(bid, b, bseq, seq, reply, exc)
 
     def _stored(self, bid: str, b: _Batch, bseq: int, seq: int, reply: str, exc: BaseException | None) -> None:
         """A message of the batch is committed (nats-server's fastBatchRegisterSequences)."""
