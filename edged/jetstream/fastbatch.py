@@ -62,7 +62,7 @@ def parse_reply(reply: str) -> BatchRef | None:
     INVALID when it ends in `.$FI` but is not one."""
     if len(reply) <= len(SUFFIX) or not reply.endswith(SUFFIX):
         return None
-    toks = reply[:-len(SUFFIX)].split(".")
+    toks = reply[:-len(SUFFIX)].rsplit(".", 5)
     if len(toks) < 6:  # a prefix, then id, flow, gap mode, seq, operation
         return INVALID
     op = _go_int(toks[-1])
