@@ -16,7 +16,7 @@ from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
 FEATURES = [{"allow_msg_counter": True}, {"allow_atomic": True}, {"allow_msg_schedules": True},
-            {"allow_batched": True}, {"persist_mode": "async"}, {"subject_delete_marker_ttl": 2_000_000_000}]
+            {"persist_mode": "async"}, {"subject_delete_marker_ttl": 2_000_000_000}]  # (allow_batched works)
 
 
 def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported(
