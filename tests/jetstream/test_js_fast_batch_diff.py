@@ -68,6 +68,16 @@ async def scenario(nc: Any, js: Any) -> dict[str, Any]:
     out["pattern"] = await batch(nc, "fb.d", [f"{INBOX}.x.$FI"])
     out["unknown"] = await batch(nc, "fb.d", [reply("nope", 2, 1)])
     out["long id"] = await batch(nc, "fb.d", [reply("x" * 65, 1, 0)])
+    # gap-ok mode: the gap is reported and the batch goes on
+    out["gap ok"] = await batch(nc, "fb.g", [reply("b7", 1, 0, gap="ok"), reply("b7", 3, 1, gap="ok"),
+                                             reply("b7", 4, 2, gap="ok")], settle=0.05)
+    # a ping repeats the last flow ack; an end-of-batch marker then commits
+    out["ping"] = await batch(nc, "fb.p", [reply("b8", 1, 0), reply("b8", 1, 4), reply("b8", 2, 3)], settle=0.05)
+    # a memory stream: stored at once
+    await nc.request("$JS.API.STREAM.CREATE.FBMEM", json.dumps(
+        {"name": "FBMEM", "subjects": ["fbm.>"], "allow_batched": True, "storage": "memory"}).encode(), timeout=5)
+    out["memory"] = await batch(nc, "fbm.a", [reply("m1", 1, 0)] + [reply("m1", i, 1) for i in range(2, 6)]
+                                + [reply("m1", 6, 2)], settle=0.02)
     # Nats-Required-Api-Level on a batch: refused above the server's level, else taken off
     out["level above"] = await batch(nc, "fb.e", [reply("b5", 1, 0)], headers={"Nats-Required-Api-Level": "99"})
     out["level ok"] = await batch(nc, "fb.e", [reply("b6", 1, 2)], headers={"Nats-Required-Api-Level": "0",
@@ -110,6 +120,9 @@ def test_batch_committed_like_nats_server(results: dict[str, Any]) -> None:
         got = results[kind]["ten"]
         _acks_then_puback(got)
         assert got[-1] == (10, {"stream": "FB", "seq": 10, "batch": "b1", "count": 10}), (kind, got)
+        got = results[kind]["memory"]
+        _acks_then_puback(got)
+        assert got[-1] == (6, {"stream": "FBMEM", "seq": 6, "batch": "m1", "count": 6}), (kind, got)
         got = results[kind]["eob"]
         assert got[-1] == (3, {"stream": "FB", "seq": 12, "batch": "b2", "count": 2}), (kind, got)
     assert results["edged"]["stored"] == results["nats-server"]["stored"]
@@ -128,6 +141,13 @@ def test_required_level_on_a_batch_like_nats_server(results: dict[str, Any]) -> 
     assert ref["level ok headers"] == {"X-Keep": "1"}
     for key in ("level above", "level ok", "level ok headers"):
         assert results["edged"][key] == ref[key], key
+
+
+@pytest.mark.parametrize("case", ["gap ok", "ping"])
+def test_gap_ok_and_ping_like_nats_server(results: dict[str, Any], case: str) -> None:
+    ref = results["nats-server"][case]
+    assert "batch" in ref[-1][1], ref
+    assert [b for _, b in results["edged"][case]] == [b for _, b in ref]
 
 
 @pytest.mark.parametrize("case,code", [("disabled", 10205), ("pattern", 10206), ("unknown", 10208),
