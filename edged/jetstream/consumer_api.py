@@ -153,7 +153,8 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
                 cfg_in.pop(k, None)
                 if k in existing.config:
                     cfg_in[k] = existing.config[k]
-    cfg = normalize(with_static_consumer_metadata(cfg_in), stream, req.jsa.limits.max_ack_pending)
+    cfg = normalize(with_static_consumer_metadata(cfg_in), stream, req.jsa.limits.max_ack_pending,
+                    pedantic=bool(r.get("pedantic")))
     if existing is not None:
         if action == "create" and like_previous(cfg, existing.config) != existing.config:
             raise api_error("JSConsumerAlreadyExists")

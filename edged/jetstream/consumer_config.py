@@ -73,8 +73,10 @@ def _atoi_err(s: str) -> str | None:
     return None
 
 
-def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1) -> dict[str, Any]:
-    """The consumer config nats-server would keep (defaults filled), or its JSApiError."""
+def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1,
+              pedantic: bool = False) -> dict[str, Any]:
+    """The consumer config nats-server would keep (defaults filled), or its JSApiError. `pedantic`: the
+    request's own flag, which so far only keeps the flow_control ack policy's defaults out."""
     c = dict(req)
     push = bool(c.get("deliver_subject"))
     # setConsumerConfigDefaults
@@ -106,7 +108,7 @@ def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1
         if 0 < acc_max_ack_pending < map_:
             map_ = acc_max_ack_pending
         c["max_ack_pending"] = map_
-    if ap == "flow_control":  # acks come with the flow control answers: its heartbeat and flow control
+    if ap == "flow_control" and not pedantic:  # acks come with the flow control answers: its heartbeat and FC
         c["flow_control"] = True
         c["idle_heartbeat"] = FC_ACK_HEARTBEAT
     _check(c, stream, acc_max_ack_pending)

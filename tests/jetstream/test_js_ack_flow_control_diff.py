@@ -55,7 +55,11 @@ async def scenario(nc: Any, js: Any) -> dict[str, Any]:
     out["ack wait"] = await _create(nc, "WQ", "E2", deliver_subject="d.e2", ack_wait=5_000_000_000)
     out["max deliver"] = await _create(nc, "WQ", "E3", deliver_subject="d.e3", max_deliver=3)
     out["no max ack pending"] = await _create(nc, "WQ", "E4", deliver_subject="d.e4", max_ack_pending=-1)
-    # defaults: flow control and a 1 s heartbeat come with the policy
+    body = {"stream_name": "WQ", "pedantic": True,
+            "config": {"durable_name": "E5", "ack_policy": "flow_control", "deliver_subject": "d.e5"}}
+    out["pedantic"] = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.WQ.E5", json.dumps(body).encode(),
+                                                   timeout=5)).data)  # no defaults: flow control missing
+        # defaults: flow control and a 1 s heartbeat come with the policy
     sub = await nc.subscribe("d.fc")
     r = await _create(nc, "WQ", "FC", deliver_subject="d.fc", max_ack_pending=100)
     out["create"] = _view(r)
@@ -89,7 +93,7 @@ async def scenario(nc: Any, js: Any) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("case", ["pull", "ack wait", "max deliver", "no max ack pending"])
+@pytest.mark.parametrize("case", ["pull", "ack wait", "max deliver", "no max ack pending", "pedantic"])
 def test_flow_control_ack_policy_checks_like_nats_server(results: dict[str, Any], case: str) -> None:
     assert results["edged"][case] == results["nats-server"][case]
     assert "error" in results["nats-server"][case]
