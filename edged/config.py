@@ -15,6 +15,8 @@ keeping it means a config behaves the same under both servers. `credentials` als
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
@@ -240,9 +242,19 @@ def _kind(v: Any) -> str:
     return f"{type(v).__name__} {v!r}"
 
 
+def config_digest(conf: ConfMap) -> str:
+    """A digest of the parsed config as nats-server's /varz shows one (sha256 of its JSON): it changes when
+    the configuration does. Not the same hex as nats-server's for the same file (Go's JSON of its own
+    parse tree)."""
+    text = json.dumps(conf, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def load_options(path: str) -> Options:
     """Options from a config file, with the command-line flags (if the CLI installed them) on top."""
-    opts = options_from_dict(parse_file(path), base_dir=os.path.dirname(os.path.abspath(path)), filename=path)
+    conf = parse_file(path)
+    opts = options_from_dict(conf, base_dir=os.path.dirname(os.path.abspath(path)), filename=path)
+    opts.config_digest = config_digest(conf)
     if _flag_overrides is not None:
         _flag_overrides(opts)
     return opts

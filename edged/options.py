@@ -397,6 +397,7 @@ class Options:
     mqtt_bridges: list[MQTTBridgeOpts] = field(default_factory=list)  # edged { mqtt_bridge [...] }
     # where options came from
     config_file: str = ""
+    config_digest: str = ""  # /varz config_digest: "sha256:<hex>" of the parsed file (config.load_options)
     warnings: list[ConfigWarning] = field(default_factory=list)
 
     def effective_auth_timeout(self) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 import nkeys
 
-from edged import SERVER_VERSION, __version__
+from edged import API_LEVEL, SERVER_VERSION, __version__
 from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
@@ -259,6 +259,8 @@ class Server:
                 info["domain"] = js.domain
         if self.lame_duck:
             info["ldm"] = True
+        if API_LEVEL:  # nats-server's api_lvl (omitempty)
+            info["api_lvl"] = API_LEVEL
         return info
 
     def tls_info_of(self, transport: Any) -> dict[str, Any] | None:
@@ -274,7 +276,8 @@ class Server:
         self._watch_activations(self._activation_at)
         self._stopped = asyncio.Event()
         o = self.opts
-        log.info("Starting edged %s (nats-server %s compatible)", __version__, SERVER_VERSION)
+        log.info("Starting edged %s (nats-server %s compatible, JetStream API level %d)", __version__,
+                 SERVER_VERSION, API_LEVEL)
         log.info("  Version:  %s", __version__)
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)

@@ -18,7 +18,7 @@ import msgspec
 
 from edged.config import parse_duration
 from edged.goformat import go_duration, parse_rfc3339, rfc3339ns
-from edged.headers import make_headers
+from edged.headers import get_header, make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
 from edged.receiver import Message, Receiver
@@ -45,6 +45,12 @@ _dec = msgspec.json.Decoder()
 U64_MAX = 2**64 - 1
 _FC_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _decode = bytes.decode
+
+
+def _header_int(hdr: bytes, name: str) -> int:
+    """A header's integer value (nats-server's parseInt64: -1 when absent or not a number)."""
+    v = get_header(hdr, name)
+    return int(v) if v and v.isascii() and v.isdigit() else -1
 
 
 def _ack_num(tok: str) -> int:
@@ -903,6 +909,8 @@ class Consumer:
         if self.fc_pending is None:
             if self.fc_bytes > self.fc_window // 2:
                 self._send_flow_control()
+            elif self.ack == "flow_control" and 0 < self.max_ack_pending <= len(self.pending):
+                self._send_flow_control()  # its answer is the ack that makes room
         elif self.fc_bytes - self.fc_sz >= self.fc_window:
             self.fc_sz += sz  # the outstanding answer will cover this one too
         self.fc_stalled = self.fc_bytes > self.fc_window
@@ -927,6 +935,11 @@ class Consumer:
         self.fc_pending = None
         self.fc_sz = 0
         self.fc_stalled = self.fc_bytes > self.fc_window
+        if self.ack == "flow_control" and hdr:
+            # the answer says what the other side has stored: everything up to it is acked (as AckAll)
+            sseq = _header_int(hdr, "Nats-Last-Stream")
+            if sseq > 0:
+                self._ack(sseq, max(_header_int(hdr, "Nats-Last-Consumer"), 0))
         self.kick()
 
     def _heartbeat(self) -> None:
@@ -940,6 +953,9 @@ class Consumer:
                 items.append(("Nats-Consumer-Stalled", self.fc_pending))
             self.ic.publish(self.deliver_subject, b"", reply, make_headers(items, status=100,
                                                                            description="Idle Heartbeat"))
+        if (self.ack == "flow_control" and self.pending and self.fc_pending is None
+                and self._has_push_interest()):
+            self._send_flow_control()  # what is delivered gets acked even when nothing more goes out
         self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
 
     # ------------------------------------------------------------------ pull requests
@@ -1292,7 +1308,7 @@ class Consumer:
             if self.stream.retention != "limits":
                 self.stream.ack_msg(sseq)
             return
-        if ack != "all":
+        if ack != "all" and ack != "flow_control":
             return  # ack_policy none takes no acks
         # as nats-server: an ack at or below the floor (or past what was delivered) changes nothing, and
         # the floor becomes the acked delivery itself, whatever was delivered after it
@@ -1389,7 +1405,7 @@ class Consumer:
             return
         if self._ackq:
             self._drain_acks()
-        if self.pending and self.ack != "none":
+        if self.pending and self.ack != "none" and self.ack != "flow_control":  # flow_control: no ack wait
             now = time.time_ns()
             due = []
             wait_for = self._wait_for

@@ -21,6 +21,8 @@ from edged.jetstream.atomic import AtomicBatches
 from edged.jetstream.counters import LastTotals, apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
+from edged.jetstream.fastbatch import SUFFIX as FAST_SUFFIX
+from edged.jetstream.fastbatch import FastBatches, parse_reply
 from edged.jetstream.gojson import go_quote
 from edged.jetstream.schedules import Scheduler
 from edged.subjects import (
@@ -82,7 +84,7 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 
 # newer nats-server stream features edged does not have: refused, rather than a stream without them
-_NOT_SUPPORTED = (("allow_batched", "fast batch publishes"), ("subject_delete_marker_ttl", "subject delete markers"))
+_NOT_SUPPORTED = (("subject_delete_marker_ttl", "subject delete markers"),)
 
 
 def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -231,6 +233,8 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         cfg["no_ack"] = True
     if req.get("allow_msg_ttl"):
         cfg["allow_msg_ttl"] = True
+    if req.get("allow_batched"):  # fast batch publishing (fastbatch.py)
+        cfg["allow_batched"] = True
     if req.get("metadata"):
         md = req["metadata"]
         if not isinstance(md, dict):
@@ -262,6 +266,8 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
             raise api_error("JSMirrorWithSubjectsErr")
         if sources:
             raise api_error("JSMirrorWithSourcesErr")
+        if req.get("allow_batched"):
+            raise api_error("JSMirrorWithBatchPublishErr")
         trs = mirror.get("subject_transforms") or []
         if mirror.get("filter_subject") and trs:
             raise api_error("JSMirrorMultipleFiltersNotAllowed")
@@ -471,6 +477,7 @@ class Stream:
         self.scheduler: Scheduler | None = None
         self.totals = LastTotals()  # a counter stream's last message per subject
         self.parse_ttl = parse_ttl
+        self.fast: FastBatches | None = None  # open fast batches (`allow_batched`)
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -562,9 +569,17 @@ class Stream:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
-    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> tuple[int, Any] | None:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
-        sizes, the headers' expectations, limits, then the store."""
+        sizes, the headers' expectations, limits, then the store. Returns (sequence, commit future), or
+        None for a duplicate or a fast batch's message (handled by fastbatch.py)."""
+        if reply.endswith(FAST_SUFFIX):
+            ref = parse_reply(reply)
+            if ref is not None:
+                if self.fast is None:
+                    self.fast = FastBatches(self)
+                self.fast.publish(ref, subject, reply, hdr, payload)
+                return None
         if self.transform is not None:
             subject = self.transform(subject)
         if self.sealed:
@@ -711,6 +726,7 @@ class Stream:
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+        return seq, committed
 
     def _ack_body(self, reply: str, committed: Any, body: bytes) -> None:
         """A PubAck other than the plain one (a counter's, a batch's), once `committed` is."""

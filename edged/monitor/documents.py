@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from edged import SERVER_VERSION
+from edged import API_LEVEL, SERVER_VERSION
 from edged.account_jwt import untokenize
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
 from edged.goformat import rfc3339, rtt_text, uptime_text
@@ -193,12 +193,17 @@ def _js_config_from_opts(server: Server) -> dict[str, Any]:
         cfg["domain"] = js.domain
     if js.unique_tag:
         cfg["unique_tag"] = js.unique_tag
+    cfg["strict"] = True  # API requests are always read strictly
     return _drop_empty(cfg) | {"max_memory": cfg["max_memory"], "max_storage": cfg["max_storage"]}
+
+
+FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": False,
+                 "js_snapshot_sources": False}
 
 
 def _empty_js_stats() -> dict[str, Any]:
     return {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0, "accounts": 0,
-            "ha_assets": 0, "api": {"level": 0, "total": 0, "errors": 0}}
+            "ha_assets": 0, "api": {"level": API_LEVEL, "total": 0, "errors": 0}}
 
 
 def _js_info(server: Server) -> dict[str, Any] | None:
@@ -301,6 +306,10 @@ def varz(server: Server) -> dict[str, Any]:
         "subscriptions": sum(a.sublist.count for a in list(server.accounts.values())),
         "http_req_stats": dict(st.http_req_stats),
         "config_load_time": rfc3339(server.config_load_time),
+        "config_digest": server.opts.config_digest,
+        # nats-server's opt-in wire formats and Raft switches: edged uses none of them (the v1 ack subject
+        # format, no Raft), which is what `false` says
+        "feature_flags": dict(FEATURE_FLAGS),
     }
     if server.system_account_name:
         v["system_account"] = server.system_account_name

@@ -15,7 +15,7 @@ import nats
 from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
-FEATURES = [{"allow_batched": True}, {"subject_delete_marker_ttl": 2_000_000_000}]
+FEATURES = [{"subject_delete_marker_ttl": 2_000_000_000}]  # (the level 2 and 4 features work)
 
 
 def test_newer_stream_features_and_far_sequences_are_refused_as_not_supported(
