@@ -20,9 +20,9 @@ from edged.headers import get_header
 from edged.jetstream.atomic import AtomicBatches
 from edged.jetstream.counters import LastTotals, apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.fastbatch import SUFFIX as FAST_SUFFIX
 from edged.jetstream.fastbatch import FastBatches, parse_reply
+from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.gojson import go_quote
 from edged.jetstream.schedules import Scheduler
 from edged.subjects import (
