@@ -72,6 +72,7 @@ class Server:
         self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
         self.reloads = 0
         self.config_load_time = time.time()
+        self.systemd: Any = None  # edged.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
         self._build_accounts()
         self.jetstream: Any = None
         self.leafnodes: Any = None
@@ -330,6 +331,8 @@ class Server:
             return
         self.shutting_down = True
         log.info("Initiating Shutdown...")
+        if self.systemd is not None:
+            self.systemd.stopping()
         self._close_listeners()
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
@@ -371,7 +374,17 @@ class Server:
         await self.shutdown()
 
     def reload(self) -> None:
-        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients."""
+        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients.
+        Under systemd it is framed by RELOADING=1 and READY=1, so `systemctl reload` waits for it."""
+        if self.systemd is not None:
+            self.systemd.reloading()
+        try:
+            self._reload()
+        finally:
+            if self.systemd is not None:
+                self.systemd.reloaded()
+
+    def _reload(self) -> None:
         if not self.opts.config_file:
             log.warning("Reload requested but no configuration file was given")
             return
@@ -422,6 +435,9 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
         log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
         log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
+    from edged.systemd import attach
+
+    attach(srv)  # READY=1, STATUS= and the watchdog when run by systemd (NOTIFY_SOCKET)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(srv.shutdown()))

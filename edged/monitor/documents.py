@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
+from edged.doctor import doctor_of
 from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.imports import StreamImportRule
 from edged.log import log
@@ -874,12 +875,12 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
             if not ok:
                 return fail(503, "unavailable", "CONNECTION", err)
     if o.js_server_only or not server.opts.jetstream.enabled:
-        return {"status": "ok", "status_code": 200}
+        return _ok(server)
     js = server.jetstream
     if js is None or not js.enabled:
         return fail(503, "unavailable", "JETSTREAM", "JetStream not enabled (10076)")
     if o.js_enabled_only or o.js_enabled:
-        return {"status": "ok", "status_code": 200}
+        return _ok(server)
     try:
         ok, err = js.healthz(account=o.account, stream=o.stream, consumer=o.consumer)
     except Exception as e:
@@ -887,4 +888,14 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
     if not ok:
         etype = "CONSUMER" if o.consumer else "STREAM" if o.stream else "ACCOUNT" if o.account else "JETSTREAM"
         return fail(503, "unavailable", etype, err, account=o.account, stream=o.stream, consumer=o.consumer)
-    return {"status": "ok", "status_code": 200}
+    return _ok(server)
+
+
+def _ok(server: Server) -> dict[str, Any]:
+    """A healthy answer, with the link doctor's findings (edged-only `edged_warnings`) when it has any:
+    worth a look, never a failed check."""
+    doc: dict[str, Any] = {"status": "ok", "status_code": 200}
+    warnings = doctor_of(server).findings()
+    if warnings:
+        doc["edged_warnings"] = warnings
+    return doc

@@ -1,0 +1,122 @@
+"""edged under a real notify socket, as systemd runs it: READY=1 once it accepts clients (with a STATUS
+line), WATCHDOG=1 at half WATCHDOG_USEC, RELOADING=1 (with MONOTONIC_USEC) and READY=1 around a
+SIGHUP reload, STOPPING=1 on SIGTERM. Both senders: the notify protocol written by edged itself (the
+venv has no python3-systemd) and Debian's python3-systemd under Debian's /usr/bin/python3."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sysconfig
+import tempfile
+import time
+
+import pytest
+
+from tests.packaging.notifysock import NotifySocket
+from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
+
+CONF = """
+jetstream { store_dir: "./js" }
+"""
+
+
+def _life_cycle(ns: NotifySocket, port: int, send: callable) -> None:  # type: ignore[valid-type]
+    """The sequence systemd sees from start to stop."""
+    ready = ns.wait_for("READY", "1")
+    assert ready["STATUS"].startswith("ready: 0 clients"), ready
+    assert int(ready["MAINPID"]) > 0
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # READY=1 came after listening
+        assert s.recv(4096).startswith(b"INFO ")
+    ns.wait_for("WATCHDOG", "1")
+    ns.wait_for("WATCHDOG", "1")  # again: a ping every half WATCHDOG_USEC, not one
+    send(signal.SIGHUP)
+    reloading = ns.wait_for("RELOADING", "1")
+    usec = int(reloading["MONOTONIC_USEC"])
+    assert abs(usec - time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000) < 60_000_000
+    assert "READY" not in reloading
+    again = ns.wait_for("READY", "1")
+    assert again["STATUS"].startswith("ready:")
+    send(signal.SIGTERM)
+    stopping = ns.wait_for("STOPPING", "1")
+    assert stopping["STATUS"].startswith("stopping")
+
+
+@pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])
+def test_edged_speaks_the_notify_protocol(start_server, abstract: bool) -> None:  # type: ignore[no-untyped-def]
+    ns = NotifySocket(tempfile.mkdtemp(prefix="notify-"), abstract=abstract)
+    try:
+        env = {"NOTIFY_SOCKET": ns.env_value, "WATCHDOG_USEC": "600000", "WATCHDOG_PID": ""}
+        srv = start_server("edged", config=CONF, env=env)
+        _life_cycle(ns, srv.port, srv.signal)
+        assert srv.proc is not None and srv.proc.wait(30) == 0
+        assert "through socket" in srv.log_tail()
+    finally:
+        ns.close()
+
+
+def test_watchdog_meant_for_another_pid_is_not_fed(start_server) -> None:  # type: ignore[no-untyped-def]
+    ns = NotifySocket(tempfile.mkdtemp(prefix="notify-"))
+    try:
+        env = {"NOTIFY_SOCKET": ns.env_value, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1"}
+        srv = start_server("edged", config=CONF, env=env)
+        ns.wait_for("READY", "1")
+        srv.signal(signal.SIGHUP)  # a round trip through the loop: pings would have come meanwhile
+        ns.wait_for("READY", "1")
+        srv.signal(signal.SIGTERM)
+        ns.wait_for("STOPPING", "1")
+        assert not [m for m in ns.messages if "WATCHDOG" in m]
+    finally:
+        ns.close()
+
+
+def test_status_line_names_a_down_leaf_remote(start_server) -> None:  # type: ignore[no-untyped-def]
+    ns = NotifySocket(tempfile.mkdtemp(prefix="notify-"))
+    dead = free_port()
+    conf = CONF + f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{dead}" }} ] }}\n'
+    try:
+        srv = start_server("edged", config=conf, env={"NOTIFY_SOCKET": ns.env_value})
+        ready = ns.wait_for("READY", "1")
+        assert f"leaf 127.0.0.1:{dead} down" in ready["STATUS"], ready
+        srv.signal(signal.SIGTERM)
+        ns.wait_for("STOPPING", "1")
+    finally:
+        ns.close()
+
+
+def _debian_python_has_systemd() -> bool:
+    if not os.path.exists("/usr/bin/python3"):
+        return False
+    return subprocess.run(["/usr/bin/python3", "-c", "import systemd.daemon"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _debian_python_has_systemd(),
+                    reason="needs Debian's /usr/bin/python3 with python3-systemd (apt install python3-systemd)")
+def test_python3_systemd_sender_under_debian_python(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The daemon on Debian's interpreter, edged's dependencies from this venv (same CPython ABI), and
+    python3-systemd from Debian: the sender `systemd.daemon.notify` is the one used."""
+    ns = NotifySocket(str(tmp_path))
+    port = free_port()
+    srv = ServerProcess("edged", config=CONF, port=port)
+    conf = os.path.join(srv.workdir, "server.conf")
+    with open(conf, "w") as f:
+        f.write(CONF)
+    env = dict(os.environ, NOTIFY_SOCKET=ns.env_value, WATCHDOG_USEC="600000",
+               PYTHONPATH=os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]]))
+    log_path = os.path.join(srv.workdir, "server.log")
+    with open(log_path, "wb") as log:
+        p = subprocess.Popen(["/usr/bin/python3", "-m", "edged", "run", "-a", "127.0.0.1", "-p", str(port),
+                              "-c", conf], cwd=srv.workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, p)
+        _life_cycle(ns, port, p.send_signal)
+        assert p.wait(30) == 0
+        with open(log_path) as f:
+            assert "through python3-systemd" in f.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        ns.close()

@@ -1,0 +1,144 @@
+"""The notify protocol's parts: addresses, the watchdog interval (WATCHDOG_USEC, WATCHDOG_PID), the
+raw sender against a real datagram socket, the STATUS line's shape, the link doctor's arithmetic and
+the store probe on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+
+import nkeys
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from edged.creds import CredsError, write_creds_file
+from edged.doctor import Silence, creds_expiry, duration_text, expiry_finding
+from edged.jwt import encode, new_keypair
+from edged.systemd import Notifier, one_line, raw_sender, socket_address, watchdog_interval
+from storage.base import StoreClosedError
+from storage.sqlite import SQLiteStore
+from tests.packaging.notifysock import NotifySocket
+
+
+def test_socket_address_abstract_and_path() -> None:
+    assert socket_address("@foo/bar") == b"\0foo/bar"
+    assert socket_address("/run/systemd/notify") == "/run/systemd/notify"
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, None),
+    ({"WATCHDOG_USEC": "0"}, None),
+    ({"WATCHDOG_USEC": "junk"}, None),
+    ({"WATCHDOG_USEC": "30000000"}, 15.0),
+    ({"WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "4242"}, 0.5),
+    ({"WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "4243"}, None),  # meant for another process
+    ({"WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "x"}, None),
+])
+def test_watchdog_interval(env: dict[str, str], expected: float | None) -> None:
+    assert watchdog_interval(env, pid=4242) == expected
+
+
+@given(st.integers(min_value=1, max_value=2**63))
+def test_watchdog_interval_is_half(usec: int) -> None:
+    assert watchdog_interval({"WATCHDOG_USEC": str(usec)}, pid=1) == usec / 2e6
+
+
+@pytest.mark.parametrize("abstract", [False, True])
+def test_raw_sender_reaches_a_real_socket(tmp_path: object, abstract: bool) -> None:
+    ns = NotifySocket(str(tmp_path), abstract=abstract)
+    try:
+        n = Notifier({"NOTIFY_SOCKET": ns.env_value}, use_library=False)
+        assert n.enabled and n.backend == "socket"
+        assert n.send("READY=1", "STATUS=ready: 0 clients")
+        assert ns.read(5) == {"READY": "1", "STATUS": "ready: 0 clients"}
+    finally:
+        ns.close()
+
+
+def test_raw_sender_without_listener_reports_failure(tmp_path: object) -> None:
+    assert raw_sender(os.path.join(str(tmp_path), "nobody.sock"))("READY=1") is False
+
+
+def test_notifier_off_outside_systemd() -> None:
+    n = Notifier({})
+    assert not n.enabled and n.send("READY=1") is False
+
+
+@given(st.text())
+def test_status_text_is_one_line(text: str) -> None:
+    line = one_line(text)
+    assert "\n" not in line and "\r" not in line and line == line.strip()
+
+
+@pytest.mark.parametrize(("s", "text"), [(0, "0s"), (59.4, "59s"), (600, "10m"), (7200, "2h"), (3 * 86400, "3d")])
+def test_duration_text(s: float, text: str) -> None:
+    assert duration_text(s) == text
+
+
+def test_silence_counts_from_the_last_message() -> None:
+    s = Silence()
+    assert s.sample(1, 10, 100.0) == 0
+    assert s.sample(1, 10, 160.0) == 60
+    assert s.sample(1, 11, 170.0) == 0  # a message went through
+    assert s.sample(1, 11, 800.0) == 630
+    assert s.sample(2, 11, 801.0) == 0  # a new connection
+
+
+def _creds(path: str, exp: float | None) -> None:
+    account = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    user = new_keypair(nkeys.PREFIX_BYTE_USER)
+    claims = {"sub": user.public_key.decode(), "name": "dev", "nats": {"type": "user"}}
+    if exp is not None:
+        claims["exp"] = int(exp)
+    write_creds_file(path, encode(claims, account), user.seed)
+
+
+def test_creds_expiry_findings(tmp_path: object) -> None:
+    now = time.time()
+    soon, later, never = (os.path.join(str(tmp_path), n) for n in ("soon.creds", "later.creds", "never.creds"))
+    _creds(soon, now + 3 * 86400)
+    _creds(later, now + 30 * 86400)
+    _creds(never, None)
+    assert expiry_finding(soon, creds_expiry(soon), now) == f"creds {soon} expire in 3d"
+    assert expiry_finding(later, creds_expiry(later), now) == ""
+    assert creds_expiry(never) is None and expiry_finding(never, None, now) == ""
+    assert expiry_finding(soon, creds_expiry(soon), now + 4 * 86400) == f"creds {soon} expired 24h ago"
+
+
+def test_creds_expiry_rereads_a_changed_file(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "dev.creds")
+    cache: dict[str, tuple[float, float | None]] = {}
+    _creds(path, time.time() + 86400)
+    first = creds_expiry(path, cache)
+    _creds(path, time.time() + 90 * 86400)
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert creds_expiry(path, cache) != first
+
+
+def test_creds_expiry_errors_name_the_file(tmp_path: object) -> None:
+    bad = os.path.join(str(tmp_path), "bad.creds")
+    with open(bad, "w") as f:
+        f.write("not creds")
+    with pytest.raises(CredsError, match="bad.creds"):
+        creds_expiry(bad)
+    with pytest.raises(CredsError, match="missing.creds"):
+        creds_expiry(os.path.join(str(tmp_path), "missing.creds"))
+
+
+def test_store_probe_commits_a_row(tmp_path: object) -> None:
+    async def main() -> None:
+        store = SQLiteStore(str(tmp_path))
+        await store.open()
+        await store.probe()
+        await store.close()
+        with pytest.raises(StoreClosedError):
+            await store.probe()
+
+    asyncio.run(main())
+    db = next(os.path.join(str(tmp_path), n) for n in os.listdir(str(tmp_path)) if n.endswith(".sqlite3"))
+    with sqlite3.connect(db) as c:
+        (value,) = c.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone()
+    assert int(value) > 0
