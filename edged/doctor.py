@@ -1,7 +1,7 @@
 """The link doctor: what a person should look at although nothing is down. A leafnode remote that is
 connected but has carried no message for a long time (a hub that stopped routing to us, a permission
 that silently drops everything), and creds that expire soon. Findings are shown in systemd's STATUS
-line and in /healthz (`edged_warnings`); they never fail a health check or restart edged, because a
+line and in /healthz (`warnings`); they never fail a health check or restart edged, because a
 quiet link may be a quiet site and a restart would not renew a JWT.
 """
 
@@ -99,6 +99,10 @@ class LinkDoctor:
             return []
         now = time.time() if now is None else now
         out: list[str] = []
+        # the creds manager of a leafnode (fleet provisioning) knows its creds best: its words, not ours
+        creds_warnings = getattr(lm, "creds_warnings", None)
+        if creds_warnings is not None:
+            out += creds_warnings()
         for lk in lm.links:
             name = _remote_name(lk)
             conn = lk.conn if lk.is_connected else None
@@ -110,7 +114,7 @@ class LinkDoctor:
             else:
                 self._silence.pop(lk.index, None)
             path = getattr(lk.remote, "credentials", "")
-            if path:
+            if path and creds_warnings is None:
                 try:
                     f = expiry_finding(path, creds_expiry(path, self._creds), now, self.creds_warn)
                 except CredsError as e:

@@ -5,6 +5,7 @@ venv has no python3-systemd) and Debian's python3-systemd under Debian's /usr/bi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -12,9 +13,13 @@ import subprocess
 import sysconfig
 import tempfile
 import time
+import urllib.request
 
+import nkeys
 import pytest
 
+from edged.creds import write_creds_file
+from edged.jwt import encode, new_keypair
 from tests.packaging.notifysock import NotifySocket
 from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
 
@@ -72,14 +77,27 @@ def test_watchdog_meant_for_another_pid_is_not_fed(start_server) -> None:  # typ
         ns.close()
 
 
-def test_status_line_names_a_down_leaf_remote(start_server) -> None:  # type: ignore[no-untyped-def]
-    ns = NotifySocket(tempfile.mkdtemp(prefix="notify-"))
+def test_status_and_healthz_report_the_link_doctor(start_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A remote that is down shows in STATUS; creds that expire in two days show in STATUS and in
+    /healthz's `warnings`, while /healthz stays 200 (a warning is no reason to restart)."""
+    ns = NotifySocket(str(tmp_path))
     dead = free_port()
-    conf = CONF + f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{dead}" }} ] }}\n'
+    creds = str(tmp_path / "edge.creds")
+    account = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    user = new_keypair(nkeys.PREFIX_BYTE_USER)
+    claims = {"sub": user.public_key.decode(), "exp": int(time.time()) + 2 * 86400 + 600, "nats": {"type": "user"}}
+    write_creds_file(creds, encode(claims, account), user.seed)
+    conf = CONF + f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{dead}", credentials: "{creds}" }} ] }}\n'
+    http = free_port()
     try:
-        srv = start_server("edged", config=conf, env={"NOTIFY_SOCKET": ns.env_value})
-        ready = ns.wait_for("READY", "1")
-        assert f"leaf 127.0.0.1:{dead} down" in ready["STATUS"], ready
+        srv = start_server("edged", config=conf, http_port=http, env={"NOTIFY_SOCKET": ns.env_value})
+        status = ns.wait_for("READY", "1")["STATUS"]
+        assert f"leaf 127.0.0.1:{dead} down" in status, status
+        assert f"WARNING: creds {creds} expire in 2d" in status, status
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=5) as r:
+            assert r.status == 200
+            doc = json.loads(r.read())
+        assert doc["status"] == "ok" and doc["warnings"] == [f"creds {creds} expire in 2d"], doc
         srv.signal(signal.SIGTERM)
         ns.wait_for("STOPPING", "1")
     finally:

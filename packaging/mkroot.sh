@@ -1,0 +1,26 @@
+#!/bin/sh
+# Make (once) a Debian root for the package tests: mkroot.sh DIR ARCH [SUITE]
+# bookworm with systemd as init and the .deb's Debian dependencies preinstalled, so installing the
+# package needs no network. A foreign ARCH (arm64, armhf) is made with debootstrap --foreign and
+# finished under qemu-user (binfmt). The root is complete only when DIR/.complete exists.
+set -eu
+dir=$1
+arch=$2
+suite=${3:-bookworm}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+[ -e "$dir/.complete" ] && exit 0
+rm -rf "$dir"
+mkdir -p "$(dirname "$dir")"
+pkgs=systemd,systemd-sysv,dbus,python3,python3-cryptography,python3-nacl,python3-bcrypt,python3-systemd
+host=$(dpkg --print-architecture)
+if [ "$arch" = "$host" ]; then
+    debootstrap --variant=minbase --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
+else
+    debootstrap --variant=minbase --foreign --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
+    chroot "$dir" /debootstrap/debootstrap --second-stage
+fi
+# a root password-less console and a machine id, as a booted system wants
+echo "edged-test" > "$dir/etc/hostname"
+: > "$dir/etc/machine-id"
+chroot "$dir" apt-get clean
+touch "$dir/.complete"
