@@ -11,7 +11,9 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 [ -e "$dir/.complete" ] && exit 0
 rm -rf "$dir"
 mkdir -p "$(dirname "$dir")"
-pkgs=systemd,systemd-sysv,dbus,python3,python3-cryptography,python3-nacl,python3-bcrypt,python3-systemd
+pkgs=systemd,systemd-sysv,dbus,python3
+# Debian dependencies of the .deb, installed by apt (debootstrap does not resolve virtual packages)
+deps="python3-cryptography python3-nacl python3-bcrypt python3-systemd"
 host=$(dpkg --print-architecture)
 if [ "$arch" = "$host" ]; then
     debootstrap --variant=minbase --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
@@ -19,6 +21,9 @@ else
     debootstrap --variant=minbase --foreign --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
     chroot "$dir" /debootstrap/debootstrap --second-stage
 fi
+cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+chroot "$dir" apt-get update -q
+DEBIAN_FRONTEND=noninteractive chroot "$dir" apt-get install -y -q --no-install-recommends $deps
 # a root password-less console and a machine id, as a booted system wants
 echo "edged-test" > "$dir/etc/hostname"
 : > "$dir/etc/machine-id"
