@@ -289,9 +289,8 @@ def control(ver: str, arch: str, deps: dict[str, Dep], installed_kb: int) -> str
             " It runs as the edged system user under systemd (Type=notify, watchdog).\n")
 
 
-def build_tree(stage: Path, arch: str, deps: dict[str, Dep], cache: Path, epoch: int) -> str:
-    """Lay out the package under `stage` (DEBIAN/ included); returns the version."""
-    ver = version()
+def build_tree(stage: Path, arch: str, deps: dict[str, Dep], cache: Path, epoch: int, ver: str) -> None:
+    """Lay out the package under `stage` (DEBIAN/ included)."""
     lib = stage / "usr/lib/edged"
     _copy_sources(lib)
     for name, d in deps.items():
@@ -326,7 +325,6 @@ def build_tree(stage: Path, arch: str, deps: dict[str, Dep], cache: Path, epoch:
         if p.is_file() and rel.parts[0] != "DEBIAN" and rel.parts[0] != "etc":
             sums.append(f"{hashlib.md5(p.read_bytes()).hexdigest()}  {rel}\n")  # noqa: S324 (dpkg's format)
     _write(deb / "md5sums", "".join(sums))
-    return ver
 
 
 def normalise(stage: Path, epoch: int) -> None:
@@ -340,7 +338,8 @@ def normalise(stage: Path, epoch: int) -> None:
     os.utime(stage, (epoch, epoch))
 
 
-def build(arch: str, out_dir: Path, work: Path) -> Path:
+def build(arch: str, out_dir: Path, work: Path, ver: str = "") -> Path:
+    """The .deb for `arch` in `out_dir`; `ver` overrides the package version (edged.__version__)."""
     if arch not in ARCHES:
         raise BuildError(f"unknown architecture {arch!r} (one of {', '.join(ARCHES)})")
     deps = plan(runtime_requirements())
@@ -349,7 +348,8 @@ def build(arch: str, out_dir: Path, work: Path) -> Path:
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    ver = build_tree(stage, arch, deps, work / "wheels", epoch)
+    ver = ver or version()
+    build_tree(stage, arch, deps, work / "wheels", epoch, ver)
     normalise(stage, epoch)
     out_dir.mkdir(parents=True, exist_ok=True)
     deb = out_dir / f"edged_{ver}_{arch}.deb"
@@ -367,9 +367,10 @@ def main(argv: list[str] | None = None) -> int:
                                                      text=True).stdout.strip() or "amd64")
     ap.add_argument("--out", default=str(ROOT / "dist"))
     ap.add_argument("--work", default=str(ROOT / "build" / "deb"))
+    ap.add_argument("--version", default="", help="package version (default: edged.__version__)")
     a = ap.parse_args(argv)
     try:
-        deb = build(a.arch, Path(a.out), Path(a.work))
+        deb = build(a.arch, Path(a.out), Path(a.work), a.version)
     except BuildError as e:
         print(f"build_deb: {e}", file=sys.stderr)
         return 1

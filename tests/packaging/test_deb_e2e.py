@@ -1,0 +1,187 @@
+"""The .deb end to end, as root (`make test-deb`, and `make test-all`): built twice to the same bytes,
+lintian without errors, then installed into a Debian bookworm root booted by systemd-nspawn: the unit
+becomes active only on READY=1, `systemctl reload` works, a hung event loop is restarted by the watchdog,
+an upgrade and a reinstall keep the store and the edited conffile, remove keeps the store, purge removes
+it and the user. An arm64 root under qemu-user: the arm64 package installs and runs, and a client
+publishes and reads back."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+import pytest
+
+from tests.packaging.nspawn import Booted, ensure_root, load_build_deb, missing_tools, run_in_root
+from tests.support.aio import run
+from tests.support.servers import ROOT, free_port, wait_port
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(3600),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the package tests run as root (make test-deb)"),
+]
+
+build_deb = load_build_deb()
+VERSION = build_deb.version()
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def debs() -> dict[str, Path]:
+    """amd64 and arm64 packages of this tree, and an amd64 one with a later version (the upgrade)."""
+    if missing_tools():
+        pytest.fail(f"missing tools {missing_tools()}: run `make test-deb` (it installs them)")
+    out = Path(tempfile.mkdtemp(prefix="debs-"))
+    work = ROOT / "build" / "deb"
+    return {"amd64": build_deb.build("amd64", out, work), "arm64": build_deb.build("arm64", out, work),
+            "upgrade": build_deb.build("amd64", out / "up", work, ver=VERSION + "+1")}
+
+
+def test_build_is_reproducible_and_lintian_clean(debs: dict[str, Path], tmp_path: Path) -> None:
+    again = build_deb.build("amd64", tmp_path, ROOT / "build" / "deb")
+    assert _sha(again) == _sha(debs["amd64"]), "two builds of one tree differ"
+    for arch in ("amd64", "arm64"):
+        r = subprocess.run(["lintian", "--tag-display-limit", "0", str(debs[arch])], capture_output=True, text=True)
+        errors = [ln for ln in r.stdout.splitlines() if ln.startswith("E:")]
+        assert not errors, "\n".join(errors)
+        assert debs[arch].name == f"edged_{VERSION}_{arch}.deb"
+
+
+async def _publish(port: int, n: int) -> None:
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="T", subjects=["t.>"])
+        for i in range(n):
+            ack = await js.publish(f"t.{i}", f"m{i}".encode())
+            assert ack.stream == "T"
+    finally:
+        await nc.close()
+
+
+async def _stored(port: int) -> list[bytes]:
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info("T")
+        out = []
+        for seq in range(1, info.state.last_seq + 1):
+            out.append((await js.get_msg("T", seq)).data)
+        return out
+    finally:
+        await nc.close()
+
+
+def _show(c: Booted, prop: str) -> str:
+    return c.run(["systemctl", "show", "-p", prop, "--value", "edged"]).stdout.strip()
+
+
+def _wait(what: str, pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out: {what}")
+
+
+def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict[str, Path], tmp_path: Path) -> None:
+    root = ensure_root("amd64")
+    port, http = free_port(), free_port()
+    binds = {str(debs["amd64"].parent): "/dist", str(debs["upgrade"].parent): "/dist-up"}
+    with Booted(root, binds, str(tmp_path / "boot.log")) as c:
+        # flags appended to ExecStart by a drop-in, the watchdog made short, the loop-blocking aid enabled
+        c.write("/etc/systemd/system/edged.service.d/test.conf",
+                f"[Service]\nEnvironment=\"EDGED_OPTS=-a 127.0.0.1 -p {port} -m {http}\"\n"
+                "Environment=EDGED_DEBUG_HANG=1\nWatchdogSec=6s\n")
+        c.run(["apt-get", "install", "-y", "-q", f"/dist/{debs['amd64'].name}"])
+        # installed, started, active only after READY=1 (Type=notify)
+        assert c.run(["systemctl", "is-active", "edged"]).stdout.strip() == "active"
+        assert _show(c, "Type") == "notify"
+        assert _show(c, "StatusText").startswith("ready: "), _show(c, "StatusText")
+        assert c.run(["edged", "--version"]).stdout.startswith(f"edged {VERSION} ")
+        assert c.sh("stat -c '%U %a' /etc/edged/creds /var/lib/edged").split("\n")[:2] == ["edged 700", "edged 750"]
+        assert c.sh("ps -o user= -p $(systemctl show -p MainPID --value edged) 2>/dev/null || "
+                    "stat -c %U /proc/$(systemctl show -p MainPID --value edged)").strip() == "edged"
+        wait_port(port)
+        run(_publish(port, 5))
+        assert c.sh("ls /var/lib/edged/jetstream").strip()
+        journal = c.sh("journalctl -u edged --no-pager -o cat")
+        assert "through python3-systemd" in journal, journal[-2000:]
+        score = c.sh("systemd-analyze security edged --no-pager | tail -n 1")
+        print("systemd-analyze security:", score.strip())
+
+        # systemctl reload: RELOADING=1 ... READY=1, same process
+        pid = _show(c, "MainPID")
+        c.run(["systemctl", "reload", "edged"])
+        assert "Reloaded server configuration" in c.sh("journalctl -u edged --no-pager -o cat")
+        assert _show(c, "MainPID") == pid and c.sh("systemctl is-active edged").strip() == "active"
+
+        # a blocked event loop: no WATCHDOG=1, systemd kills and restarts edged; the store survives
+        c.run(["systemctl", "kill", "-s", "WINCH", "edged"])
+        _wait("a restart by the watchdog", lambda: _show(c, "NRestarts") == "1"
+              and c.sh("systemctl is-active edged", check=False).strip() == "active", timeout=90)
+        assert _show(c, "MainPID") != pid
+        assert "watchdog timeout" in c.sh("journalctl -u edged --no-pager").lower()
+        wait_port(port)
+        assert run(_stored(port)) == [f"m{i}".encode() for i in range(5)]
+
+        # upgrade: the edited conffile and the store stay
+        c.sh("echo '# edited by the admin' >> /etc/edged/edged.conf")
+        c.run(["apt-get", "install", "-y", "-q", f"/dist-up/{debs['upgrade'].name}"])
+        assert c.sh("dpkg-query -W -f '${Version}' edged") == VERSION + "+1"
+        assert "# edited by the admin" in c.sh("cat /etc/edged/edged.conf")
+        _wait("active after upgrade", lambda: c.sh("systemctl is-active edged", check=False).strip() == "active")
+        wait_port(port)
+        assert run(_stored(port)) == [f"m{i}".encode() for i in range(5)]
+
+        # reinstall is idempotent
+        c.run(["apt-get", "install", "-y", "-q", "--reinstall", f"/dist-up/{debs['upgrade'].name}"])
+        _wait("active after reinstall", lambda: c.sh("systemctl is-active edged", check=False).strip() == "active")
+        wait_port(port)
+        assert len(run(_stored(port))) == 5
+
+        # remove keeps the store and the configuration; purge removes them and the user
+        c.run(["apt-get", "remove", "-y", "-q", "edged"])
+        assert c.sh("systemctl is-active edged", check=False).strip() != "active"
+        assert c.sh("ls /var/lib/edged/jetstream").strip()
+        assert c.sh("test -f /etc/edged/edged.conf && echo yes").strip() == "yes"
+        c.run(["apt-get", "purge", "-y", "-q", "edged"])
+        assert c.sh("test -e /var/lib/edged || test -e /etc/edged || echo gone").strip() == "gone"
+        assert c.run(["getent", "passwd", "edged"], check=False).returncode != 0
+
+
+def test_arm64_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: Path) -> None:
+    if missing_tools(arch_tools=True):
+        pytest.fail(f"missing tools {missing_tools(arch_tools=True)}: run `make test-deb`")
+    root = ensure_root("arm64")
+    port = free_port()
+    script = (f"apt-get install -y -q /dist/{debs['arm64'].name} >/dev/null && uname -m && edged --version && "
+              f"exec runuser -u edged -- /usr/bin/edged run -c /etc/edged/edged.conf -a 127.0.0.1 -p {port} -m 0")
+    log = str(tmp_path / "arm64.log")
+    p = run_in_root(root, {str(debs["arm64"].parent): "/dist"}, script, log)
+    try:
+        wait_port(port, p, timeout=600)  # apt and Python under qemu: slow
+        run(_publish(port, 3))
+        assert run(_stored(port)) == [b"m0", b"m1", b"m2"]
+        text = Path(log).read_text(errors="replace")
+        assert re.search(r"^aarch64$", text, re.M), text[-2000:]
+        assert f"edged {VERSION} " in text
+    finally:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
