@@ -50,7 +50,7 @@ bench: $(VENV)/.installed-bench
 ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 STRIP_TOOL_amd64 := x86_64-linux-gnu-strip:binutils-x86-64-linux-gnu
 STRIP_TOOL_arm64 := aarch64-linux-gnu-strip:binutils-aarch64-linux-gnu
-STRIP_TOOL_armhf := arm-linux-gnueabihf-strip:binutils-arm-linux-gnueabihf
+STRIP_TOOL_armhf := arm-linux-gnueabihf-strip:binutils-arm-linux-gnueabihf arm-linux-gnueabihf-gcc:gcc-arm-linux-gnueabihf
 DEB_TOOLS := dpkg-deb:dpkg-dev lintian:lintian $(STRIP_TOOL_$(ARCH))
 TEST_DEB_TOOLS := debootstrap:debootstrap systemd-nspawn:systemd-container qemu-aarch64-static:qemu-user-static \
 	update-binfmts:binfmt-support $(STRIP_TOOL_amd64) $(STRIP_TOOL_arm64)

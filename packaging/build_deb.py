@@ -147,19 +147,27 @@ def pure_wheel(pin: str, cache: Path) -> Path:
     return w
 
 
-def binary_wheels(pin: str, arch: str, cache: Path) -> dict[str, Path]:
-    """The wheel of `pin` for `arch` and each of PYTHONS, keyed by "311", ... (vendor/cp311/...)."""
+def pythons(arch: str, deps: dict[str, Dep]) -> tuple[str, ...]:
+    """The CPython versions the package serves on `arch` (those with every binary dependency)."""
+    if arch in CROSS_PYTHONS and any(d.source == "binary" and d.pin.split("==")[0] in CROSS for d in deps.values()):
+        return CROSS_PYTHONS[arch]
+    return PYTHONS
+
+
+def binary_wheels(pin: str, arch: str, cache: Path, pys: tuple[str, ...] = PYTHONS) -> dict[str, Path]:
+    """The wheel of `pin` for `arch` and each of `pys`, keyed by "311", ... (vendor/cp311/...): PyPI's,
+    or where PyPI has none for the arch, one cross-compiled from the sdist (CROSS)."""
     name = pin.split("==")[0].replace("-", "_").lower()
     ver = pin.split("==")[1]
     out: dict[str, Path] = {}
-    local = ROOT / "packaging" / "wheels" / arch  # wheels built here for an arch PyPI lacks (README)
-    for py in PYTHONS:
+    for py in pys:
         d = cache / arch / f"cp{py}"
         d.mkdir(parents=True, exist_ok=True)
         pat = f"{name}-{ver}-cp{py}-"
         w = next((p for p in sorted(d.glob("*.whl")) if p.name.lower().startswith(pat)), None)
-        if w is None:
-            w = next((p for p in sorted(local.glob("*.whl")) if p.name.lower().startswith(pat)), None)
+        cross = CROSS.get(pin.split("==")[0])
+        if w is None and cross is not None and arch in CROSS_PYTHONS:
+            w = cross(pin, arch, py, d, cache)
         if w is None:
             try:
                 _pip(["download", "-q", "--no-deps", "--only-binary=:all:", "--platform", PLATFORMS[arch],
@@ -172,6 +180,86 @@ def binary_wheels(pin: str, arch: str, cache: Path) -> dict[str, Path]:
             raise BuildError(f"{pin}: the cp{py} wheel for {arch} was not found after download")
         out[py] = w
     return out
+
+
+TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "armhf": "arm-linux-gnueabihf"}
+WHEEL_TAGS = {"armhf": "linux_armv7l"}
+
+
+def _debian_headers(py: str, arch: str, cache: Path) -> Path:
+    """CPython's headers for `arch` (pyconfig.h differs per arch): the libpython3.X-dev .deb of the version
+    apt knows on this bookworm machine, fetched from the Debian mirror for `arch` and unpacked."""
+    pkg = f"libpython3.{py[1:]}-dev"
+    r = subprocess.run(["apt-cache", "show", "--no-all-versions", pkg], capture_output=True, text=True)
+    m = re.search(r"^Filename: (\S+)_[a-z0-9]+\.deb$", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        raise BuildError(f"apt-cache knows no {pkg}: cannot get CPython 3.{py[1:]} headers for {arch}")
+    url = f"{os.environ.get('DEBIAN_MIRROR', 'http://deb.debian.org/debian')}/{m.group(1)}_{arch}.deb"
+    d = cache / "headers" / f"{pkg}-{arch}"
+    if not (d / "usr/include").is_dir():
+        deb = cache / "headers" / url.rsplit("/", 1)[1]
+        deb.parent.mkdir(parents=True, exist_ok=True)
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=120) as resp:  # noqa: S310 (the Debian mirror)
+            deb.write_bytes(resp.read())
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(d)], check=True)
+    return d
+
+
+def cross_msgspec(pin: str, arch: str, py: str, out: Path, cache: Path) -> Path:
+    """msgspec for an arch PyPI has no wheel for (armhf): its one C file cross-compiled against Debian's
+    CPython headers with Debian's cross gcc, packed as a wheel with the sdist's Python files."""
+    gcc = f"{TRIPLETS[arch]}-gcc"
+    if shutil.which(gcc) is None:
+        raise BuildError(f"{gcc} not found: apt install gcc-{TRIPLETS[arch]}")
+    src_dir = cache / "sdist"
+    src_dir.mkdir(parents=True, exist_ok=True)
+    name, ver = pin.split("==")
+    sdist = next(iter(sorted(src_dir.glob(f"{name}-{ver}.tar.gz"))), None)
+    if sdist is None:
+        _pip(["download", "-q", "--no-deps", "--no-binary=:all:", "-d", str(src_dir), pin])
+        sdist = next(iter(sorted(src_dir.glob(f"{name}-{ver}.tar.gz"))))
+    import tarfile
+
+    work = cache / "cross" / f"{name}-{ver}-{arch}-cp{py}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    with tarfile.open(sdist) as t:
+        t.extractall(work, filter="data")
+    top = work / f"{name}-{ver}"
+    pkg = top / "src" / name
+    hdr = _debian_headers(py, arch, cache)
+    so = f"_core.cpython-{py}-{TRIPLETS[arch]}.so"
+    cmd = [gcc, "-shared", "-fPIC", "-fwrapv", "-O2", "-g0", "-DNDEBUG", "-ffile-prefix-map=" + str(work) + "=.",
+           f"-I{hdr}/usr/include/python3.{py[1:]}", f"-I{hdr}/usr/include", str(pkg / "_core.c"), "-lm",
+           "-o", str(work / so)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BuildError(f"cross-compiling {pin} for {arch} failed:\n{r.stderr[-3000:]}")
+    tag = f"cp{py}-cp{py}-{WHEEL_TAGS[arch]}"
+    whl = out / f"{name}-{ver}-{tag}.whl"
+    info = f"{name}-{ver}.dist-info"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+        def add(arc: str, data: bytes) -> None:
+            zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.external_attr = (0o755 if arc.endswith(".so") else 0o644) << 16
+            z.writestr(zi, data)
+
+        for f in sorted(pkg.iterdir()):
+            if f.suffix in (".py", ".pyi") or f.name == "py.typed":
+                add(f"{name}/{f.name}", f.read_bytes())
+        add(f"{name}/{so}", (work / so).read_bytes())
+        add(f"{info}/METADATA", (top / "PKG-INFO").read_bytes())
+        add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: edged build_deb (cross gcc)\nRoot-Is-Purelib: false\n"
+                             f"Tag: {tag}\n".encode())
+        add(f"{info}/licenses/LICENSE", (top / "LICENSE").read_bytes())
+    return whl
+
+
+CROSS = {"msgspec": cross_msgspec}  # binary dependencies the build can cross-compile where PyPI has no wheel
+CROSS_PYTHONS = {"armhf": ("311",)}  # ... for these Pythons only: bookworm's (headers from its mirror)
 
 
 def unpack_wheel(wheel: Path, dest: Path) -> None:
@@ -274,7 +362,10 @@ def _copyright(deps: dict[str, Dep]) -> str:
 
 def control(ver: str, arch: str, deps: dict[str, Dep], installed_kb: int) -> str:
     debian = [d.debian for d in deps.values() if d.source == "debian"]
-    depends = ["python3 (>= 3.11)", "python3 (<< 3.14)", "systemd", "passwd", *debian]
+    pys = pythons(arch, deps)
+    newest = max(int(p[1:]) for p in pys)
+    depends = [f"python3 (>= 3.{min(int(p[1:]) for p in pys)})", f"python3 (<< 3.{newest + 1})", "systemd", "passwd",
+               *debian]
     if any(d.source == "binary" for d in deps.values()):
         depends.insert(0, "libc6 (>= 2.17)")
     return (f"Package: edged\nVersion: {ver}\nArchitecture: {arch}\nMaintainer: {MAINTAINER}\n"
@@ -297,7 +388,7 @@ def build_tree(stage: Path, arch: str, deps: dict[str, Dep], cache: Path, epoch:
         if d.source == "pure":
             unpack_wheel(pure_wheel(d.pin, cache), lib / "vendor" / "py3")
         elif d.source == "binary":
-            for py, w in binary_wheels(d.pin, arch, cache).items():
+            for py, w in binary_wheels(d.pin, arch, cache, pythons(arch, deps)).items():
                 unpack_wheel(w, lib / "vendor" / f"cp{py}")
             strip(lib / "vendor", arch)
         elif d.source != "debian":
