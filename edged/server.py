@@ -435,9 +435,6 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
         log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
         log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
-    from edged.systemd import attach
-
-    attach(srv)  # READY=1, STATUS= and the watchdog when run by systemd (NOTIFY_SOCKET)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(srv.shutdown()))
@@ -446,6 +443,11 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
     loop.add_signal_handler(
         signal.SIGUSR1, lambda: logmod.setup(opts.debug, opts.trace, opts.logtime, opts.log_file)
     )
+    from edged.systemd import attach
+
+    # READY=1 (with STATUS= and the watchdog) when run by systemd: after the handlers, so a reload or
+    # stop that systemd sends right away is handled, not fatal
+    attach(srv)
     await srv.wait_stopped()
     return 0
 

@@ -49,13 +49,26 @@ def raw_sender(address: str) -> Sender:
                 s.sendall(state.encode())
             return True
         except OSError as e:
-            log.debug("systemd notify failed: %s", e)
+            _notify_failed(address, e)
             return False
 
     return send
 
 
-def library_sender() -> Sender | None:
+_warned: set[str] = set()
+
+
+def _notify_failed(address: str, e: OSError) -> None:
+    """Said once per socket as a warning (edged runs on without the service manager's view), then at debug."""
+    if address in _warned:
+        log.debug("systemd notify to %s failed: %s", address, e)
+        return
+    _warned.add(address)
+    log.warning("systemd notify to %s failed: %s (edged runs on; the service manager does not hear from it)",
+                address, e.strerror or e)
+
+
+def library_sender(address: str) -> Sender | None:
     """python3-systemd's notify, when that package is installed."""
     try:
         from systemd import daemon  # type: ignore[import-not-found,import-untyped,unused-ignore]
@@ -66,7 +79,11 @@ def library_sender() -> Sender | None:
         return None
 
     def send(state: str) -> bool:
-        return bool(notify(state))
+        try:
+            return bool(notify(state))
+        except OSError as e:  # a socket we may not write to (another user's) must not stop edged
+            _notify_failed(address, e)
+            return False
 
     return send
 
@@ -81,7 +98,7 @@ class Notifier:
         self._send: Sender | None = None
         if not self.address:
             return
-        lib = library_sender() if use_library else None
+        lib = library_sender(self.address) if use_library else None
         if lib is not None:
             self._send, self.backend = lib, "python3-systemd"
         else:
