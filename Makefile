@@ -36,6 +36,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 -q $(RERUNS) $(PYTEST_ARGS)
 
 test-all: $(VENV)/.installed-test
+	$(MAKE) deb-prereqs WITH_TEST_TOOLS=1
 	$(BIN)/python -m pytest -n 2 -q -m '' $(RERUNS) $(PYTEST_ARGS)
 
 $(VENV)/.installed-bench: $(VENV)/.installed-test pyproject.toml
@@ -53,7 +54,7 @@ STRIP_TOOL_arm64 := aarch64-linux-gnu-strip:binutils-aarch64-linux-gnu
 STRIP_TOOL_armhf := arm-linux-gnueabihf-strip:binutils-arm-linux-gnueabihf arm-linux-gnueabihf-gcc:gcc-arm-linux-gnueabihf
 DEB_TOOLS := dpkg-deb:dpkg-dev lintian:lintian $(STRIP_TOOL_$(ARCH))
 TEST_DEB_TOOLS := debootstrap:debootstrap systemd-nspawn:systemd-container qemu-aarch64-static:qemu-user-static \
-	update-binfmts:binfmt-support $(STRIP_TOOL_amd64) $(STRIP_TOOL_arm64)
+	update-binfmts:binfmt-support $(STRIP_TOOL_amd64) $(STRIP_TOOL_arm64) $(STRIP_TOOL_armhf)
 deb-prereqs:
 	@need=""; for t in $(DEB_TOOLS) $(if $(WITH_TEST_TOOLS),$(TEST_DEB_TOOLS)); do \
 		command -v $${t%%:*} >/dev/null 2>&1 || need="$$need $${t#*:}"; done; \

@@ -18,6 +18,12 @@ host=$(dpkg --print-architecture)
 if [ "$arch" = "$host" ]; then
     debootstrap --variant=minbase --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
 else
+    # qemu-user through binfmt_misc (F flag: the interpreter is opened now, so it works in the chroot)
+    qemu=$(case "$arch" in arm64) echo qemu-aarch64;; armhf) echo qemu-arm;; *) echo "qemu-$arch";; esac)
+    if [ ! -e "/proc/sys/fs/binfmt_misc/$qemu" ]; then
+        [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+        update-binfmts --enable "$qemu"
+    fi
     debootstrap --variant=minbase --foreign --arch="$arch" --include="$pkgs" "$suite" "$dir" "$mirror"
     chroot "$dir" /debootstrap/debootstrap --second-stage
 fi

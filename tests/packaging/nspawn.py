@@ -51,6 +51,19 @@ def ensure_root(arch: str, suite: str = "bookworm") -> Path:
     return d
 
 
+QEMU = {"arm64": "qemu-aarch64", "armhf": "qemu-arm"}
+
+
+def ensure_binfmt(arch: str) -> None:
+    """qemu-user registered for `arch` (binfmt_misc is not always mounted, nor the format enabled)."""
+    name = QEMU[arch]
+    if os.path.exists(f"/proc/sys/fs/binfmt_misc/{name}"):
+        return
+    if not os.path.exists("/proc/sys/fs/binfmt_misc/register"):
+        subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", "/proc/sys/fs/binfmt_misc"], check=True)
+    subprocess.run(["update-binfmts", "--enable", name], check=True, capture_output=True)
+
+
 class Booted:
     """A root booted by systemd-nspawn; `run` executes a command inside (as root)."""
 

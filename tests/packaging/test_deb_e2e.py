@@ -2,7 +2,7 @@
 lintian without errors, then installed into a Debian bookworm root booted by systemd-nspawn: the unit
 becomes active only on READY=1, `systemctl reload` works, a hung event loop is restarted by the watchdog,
 an upgrade and a reinstall keep the store and the edited conffile, remove keeps the store, purge removes
-it and the user. An arm64 root under qemu-user: the arm64 package installs and runs, and a client
+it and the user. arm64 and armhf roots under qemu-user: the package installs and runs, and a client
 publishes and reads back."""
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.packaging.nspawn import Booted, ensure_root, load_build_deb, missing_tools, run_in_root
+from tests.packaging.nspawn import (
+    Booted,
+    ensure_binfmt,
+    ensure_root,
+    load_build_deb,
+    missing_tools,
+    run_in_root,
+)
 from tests.support.aio import run
 from tests.support.servers import ROOT, free_port, wait_port
 
@@ -38,19 +45,20 @@ def _sha(p: Path) -> str:
 
 @pytest.fixture(scope="module")
 def debs() -> dict[str, Path]:
-    """amd64 and arm64 packages of this tree, and an amd64 one with a later version (the upgrade)."""
+    """amd64, arm64 and armhf packages of this tree, and an amd64 one with a later version (the upgrade)."""
     if missing_tools():
         pytest.fail(f"missing tools {missing_tools()}: run `make test-deb` (it installs them)")
     out = Path(tempfile.mkdtemp(prefix="debs-"))
     work = ROOT / "build" / "deb"
     return {"amd64": build_deb.build("amd64", out, work), "arm64": build_deb.build("arm64", out, work),
+            "armhf": build_deb.build("armhf", out, work),
             "upgrade": build_deb.build("amd64", out / "up", work, ver=VERSION + "+1")}
 
 
 def test_build_is_reproducible_and_lintian_clean(debs: dict[str, Path], tmp_path: Path) -> None:
     again = build_deb.build("amd64", tmp_path, ROOT / "build" / "deb")
     assert _sha(again) == _sha(debs["amd64"]), "two builds of one tree differ"
-    for arch in ("amd64", "arm64"):
+    for arch in ("amd64", "arm64", "armhf"):
         r = subprocess.run(["lintian", "--tag-display-limit", "0", str(debs[arch])], capture_output=True, text=True)
         errors = [ln for ln in r.stdout.splitlines() if ln.startswith("E:")]
         assert not errors, "\n".join(errors)
@@ -161,21 +169,24 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         assert c.run(["getent", "passwd", "edged"], check=False).returncode != 0
 
 
-def test_arm64_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("arch", "machine"), [("arm64", "aarch64"), ("armhf", "armv7l")])
+def test_foreign_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: Path, arch: str, machine: str) -> None:
+    """arm64: msgspec from PyPI's aarch64 wheel; armhf: msgspec cross-compiled by the build."""
     if missing_tools(arch_tools=True):
         pytest.fail(f"missing tools {missing_tools(arch_tools=True)}: run `make test-deb`")
-    root = ensure_root("arm64")
+    ensure_binfmt(arch)
+    root = ensure_root(arch)
     port = free_port()
-    script = (f"apt-get install -y -q /dist/{debs['arm64'].name} >/dev/null && uname -m && edged --version && "
+    script = (f"apt-get install -y -q /dist/{debs[arch].name} >/dev/null && uname -m && edged --version && "
               f"exec runuser -u edged -- /usr/bin/edged run -c /etc/edged/edged.conf -a 127.0.0.1 -p {port} -m 0")
-    log = str(tmp_path / "arm64.log")
-    p = run_in_root(root, {str(debs["arm64"].parent): "/dist"}, script, log)
+    log = str(tmp_path / f"{arch}.log")
+    p = run_in_root(root, {str(debs[arch].parent): "/dist"}, script, log)
     try:
         wait_port(port, p, timeout=600)  # apt and Python under qemu: slow
         run(_publish(port, 3))
         assert run(_stored(port)) == [b"m0", b"m1", b"m2"]
         text = Path(log).read_text(errors="replace")
-        assert re.search(r"^aarch64$", text, re.M), text[-2000:]
+        assert re.search(f"^{machine}$", text, re.M), text[-2000:]
         assert f"edged {VERSION} " in text
     finally:
         p.terminate()
