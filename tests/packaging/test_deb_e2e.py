@@ -126,6 +126,8 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         assert c.sh("ls /var/lib/edged/jetstream").strip()
         journal = c.sh("journalctl -u edged --no-pager -o cat")
         assert "through python3-systemd" in journal, journal[-2000:]
+        warnings = c.sh("journalctl -u edged --no-pager -o cat -p warning")  # levels reach journald
+        assert "EDGED_DEBUG_HANG=1" in warnings and "Server is ready" not in warnings, warnings
         score = c.sh("systemd-analyze security edged --no-pager | tail -n 1")
         print("systemd-analyze security:", score.strip())
 
