@@ -2,8 +2,8 @@
 lintian without errors, then installed into a Debian bookworm root booted by systemd-nspawn: the unit
 becomes active only on READY=1, `systemctl reload` works, a hung event loop is restarted by the watchdog,
 an upgrade and a reinstall keep the store and the edited conffile, remove keeps the store, purge removes
-it and the user. arm64 and armhf roots under qemu-user: the package installs and runs, and a client
-publishes and reads back."""
+it and the user. The same package in a booted Debian 13 (trixie) root. arm64 and armhf roots under
+qemu-user: the package installs and runs, and a client publishes and reads back."""
 
 from __future__ import annotations
 
@@ -169,6 +169,25 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         c.run(["apt-get", "purge", "-y", "-q", "edged"])
         assert c.sh("test -e /var/lib/edged || test -e /etc/edged || echo gone").strip() == "gone"
         assert c.run(["getent", "passwd", "edged"], check=False).returncode != 0
+
+
+def test_installs_and_runs_on_booted_trixie(debs: dict[str, Path], tmp_path: Path) -> None:
+    """Debian 13: python3 3.13 (the vendored msgspec for cp313), trixie's own cryptography and systemd."""
+    root = ensure_root("amd64", "trixie")
+    port, http = free_port(), free_port()
+    with Booted(root, {str(debs["amd64"].parent): "/dist"}, str(tmp_path / "boot.log")) as c:
+        c.write("/etc/systemd/system/edged.service.d/test.conf",
+                f"[Service]\nEnvironment=\"EDGED_OPTS=-a 127.0.0.1 -p {port} -m {http}\"\n")
+        c.run(["apt-get", "install", "-y", "-q", f"/dist/{debs['amd64'].name}"])
+        assert c.sh("python3 -c 'import sys; print(sys.version_info[:2])'").strip() == "(3, 13)"
+        _wait("active", lambda: c.sh("systemctl is-active edged", check=False).strip() == "active")
+        assert _show(c, "StatusText").startswith("ready: ")
+        wait_port(port)
+        run(_publish(port, 3))
+        c.run(["systemctl", "reload", "edged"])
+        assert run(_stored(port)) == [b"m0", b"m1", b"m2"]
+        c.run(["apt-get", "purge", "-y", "-q", "edged"])
+        assert c.sh("test -e /var/lib/edged || echo gone").strip() == "gone"
 
 
 @pytest.mark.parametrize(("arch", "machine"), [("arm64", "aarch64"), ("armhf", "armv7l")])
