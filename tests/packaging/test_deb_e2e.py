@@ -8,16 +8,21 @@ qemu-user: the package installs and runs, and a client publishes and reads back.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import nats
+import nkeys
 import pytest
 
+from edged.creds import format_creds
+from edged.jwt import encode, new_keypair
 from tests.packaging.nspawn import (
     Booted,
     ensure_binfmt,
@@ -90,6 +95,13 @@ async def _stored(port: int) -> list[bytes]:
         await nc.close()
 
 
+def _creds_text(expires_in: float) -> str:
+    account = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    user = new_keypair(nkeys.PREFIX_BYTE_USER)
+    claims = {"sub": user.public_key.decode(), "exp": int(time.time() + expires_in), "nats": {"type": "user"}}
+    return format_creds(encode(claims, account), user.seed)
+
+
 def _show(c: Booted, prop: str) -> str:
     return c.run(["systemctl", "show", "-p", prop, "--value", "edged"]).stdout.strip()
 
@@ -145,6 +157,20 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         assert "watchdog timeout" in c.sh("journalctl -u edged --no-pager").lower()
         wait_port(port)
         assert run(_stored(port)) == [f"m{i}".encode() for i in range(5)]
+
+        # creds handed in by systemd (LoadCredential=), read from $CREDENTIALS_DIRECTORY; the link doctor
+        # reports that they expire in two days in STATUS, and /healthz stays 200 with the warning
+        c.write("/etc/edged/creds/hub.creds", _creds_text(2 * 86400 + 600))
+        c.write("/etc/systemd/system/edged.service.d/creds.conf",
+                "[Service]\nLoadCredential=hub.creds:/etc/edged/creds/hub.creds\n")
+        c.sh("chmod 600 /etc/edged/creds/hub.creds && cat >> /etc/edged/edged.conf <<'EOF'\n"
+             f"leafnodes {{ remotes: [ {{ url: \"nats://127.0.0.1:{free_port()}\", "
+             "credentials: \"$CREDENTIALS_DIRECTORY/hub.creds\" } ] }\nEOF\n"
+             "systemctl daemon-reload && systemctl restart edged")
+        creds_line = "creds /run/credentials/edged.service/hub.creds expire in 2d"
+        _wait("the creds warning in STATUS", lambda: creds_line in _show(c, "StatusText"))
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=10) as r:
+            assert r.status == 200 and creds_line in json.loads(r.read()).get("warnings", [])
 
         # upgrade: the edited conffile and the store stay
         c.sh("echo '# edited by the admin' >> /etc/edged/edged.conf")
