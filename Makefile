@@ -24,6 +24,10 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs it)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openjdk-17-jre-headless; }
+	@[ ! -x /usr/bin/python3 ] || /usr/bin/python3 -c 'import systemd.daemon' 2>/dev/null || { \
+		echo "python3-systemd not found: installing it (the systemd notify tests use Debian's)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q python3-systemd || true; }
 	touch $@
 
 venv: $(VENV)/.installed

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
@@ -104,14 +105,18 @@ def test_status_and_healthz_report_the_link_doctor(start_server, tmp_path) -> No
         ns.close()
 
 
-def _debian_python_has_systemd() -> bool:
+def _debian_python_fits() -> bool:
+    """Debian's python3 has python3-systemd and is this venv's CPython minor version (the venv's compiled
+    dependencies must load in it)."""
     if not os.path.exists("/usr/bin/python3"):
         return False
-    return subprocess.run(["/usr/bin/python3", "-c", "import systemd.daemon"], capture_output=True).returncode == 0
+    probe = f"import sys, systemd.daemon; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"
+    return subprocess.run(["/usr/bin/python3", "-c", probe], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _debian_python_has_systemd(),
-                    reason="needs Debian's /usr/bin/python3 with python3-systemd (apt install python3-systemd)")
+@pytest.mark.skipif(not _debian_python_fits(),
+                    reason="needs Debian's /usr/bin/python3 with python3-systemd (apt install python3-systemd), "
+                           "of this venv's Python version")
 def test_python3_systemd_sender_under_debian_python(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The daemon on Debian's interpreter, edged's dependencies from this venv (same CPython ABI), and
     python3-systemd from Debian: the sender `systemd.daemon.notify` is the one used."""
