@@ -18,13 +18,32 @@ FrontDoor = Callable[[Server], None]
 
 
 def front_doors(opts: Options) -> list[FrontDoor]:
-    """The front doors the configuration asks for, beyond the NATS client port. None has landed yet:
-    `mqtt {}` and `websocket {}` are reported as not supported by the config layer."""
-    return []
+    """The front doors the configuration asks for, beyond the NATS client port."""
+    doors: list[FrontDoor] = []
+    if opts.websocket is not None and opts.websocket.port:
+        from bridges import websocket
+
+        doors.append(websocket.register)
+    return doors
+
+
+def validate(opts: Options) -> None:
+    """The front doors' start-up checks (ValueError with nats-server's text)."""
+    if opts.websocket is not None:
+        from bridges import websocket
+
+        websocket.validate(opts)
+
+
+def services(opts: Options) -> list[FrontDoor]:
+    """Services from outside edged/ that the configuration asks for: board health (hw/)."""
+    from hw.health import register
+
+    return [register]
 
 
 def build(opts: Options) -> Server:
     server = Server(opts)
-    for register in front_doors(opts):
+    for register in front_doors(opts) + services(opts):
         register(server)
     return server

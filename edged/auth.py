@@ -13,26 +13,35 @@ from typing import Any
 
 import bcrypt
 
+from edged import account_jwt
 from edged import jwt as jwtmod
 from edged.accounts import GLOBAL_ACCOUNT
+from edged.log import log
 from edged.options import (
     AccountConfig,
-    JetStreamAccountLimits,
     NkeyUser,
     Options,
     Permissions,
-    ResponsePermission,
-    SubjectPermission,
     User,
 )
 
 DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 
 
+class ClaimsUpdateError(Exception):
+    """An account JWT pushed to the server that is not applied: nats-server's message and error text."""
+
+    def __init__(self, message: str, err: str) -> None:
+        super().__init__(f"{message} - {err}")
+        self.message = message
+        self.err = err
+
+
 class AuthError(Exception):
     """Authentication failed; `reason` is for the log, `client_text` is what the client is told."""
 
     client_text = "Authorization Violation"
+    revoked = False  # the account JWT revokes the user (told as such to a client already connected)
 
     def __init__(self, reason: str, client_text: str | None = None) -> None:
         super().__init__(reason)
@@ -71,35 +80,8 @@ def decode_sig(sig: str) -> bytes:
         return base64.b64decode(s + pad)
 
 
-def _sp(d: Any) -> SubjectPermission | None:
-    if not isinstance(d, dict):
-        return None
-    allow = [str(x) for x in d.get("allow") or []]
-    deny = [str(x) for x in d.get("deny") or []]
-    if not allow and not deny:
-        return None
-    return SubjectPermission(allow=allow, deny=deny)
-
-
-def permissions_from_claims(n: dict[str, Any]) -> Permissions | None:
-    """Permissions from a user JWT's (or scoped signing key template's) `pub`/`sub`/`resp` claims."""
-    pub, sub = _sp(n.get("pub")), _sp(n.get("sub"))
-    resp = None
-    r = n.get("resp")
-    if isinstance(r, dict) and (r.get("max") or r.get("ttl")):
-        resp = ResponsePermission(max_msgs=int(r.get("max") or 0), expires=float(r.get("ttl") or 0) / 1e9)
-    if pub is None and sub is None and resp is None:
-        return None
-    return Permissions(publish=pub, subscribe=sub, allow_responses=resp)
-
-
-def js_limits_from_account_claims(claims: dict[str, Any]) -> JetStreamAccountLimits | None:
-    lim = (claims.get("nats") or {}).get("limits") or {}
-    mem, disk = int(lim.get("mem_storage", 0) or 0), int(lim.get("disk_storage", 0) or 0)
-    if mem == 0 and disk == 0:
-        return None
-    return JetStreamAccountLimits(max_memory=mem, max_file=disk, max_streams=int(lim.get("streams", -1) or -1),
-                                  max_consumers=int(lim.get("consumer", -1) or -1))
+# user JWT permissions are built as an account JWT's default permissions are (one function)
+permissions_from_claims = account_jwt.permissions
 
 
 class Authenticator:
@@ -112,6 +94,9 @@ class Authenticator:
         self.accounts: dict[str, AccountConfig] = {}
         self.trusted_keys: set[str] = set()
         self.account_jwts: dict[str, str] = {}
+        # account JWTs nats-server would refuse to use (a blocking validation issue): key -> why
+        self.invalid_accounts: dict[str, str] = {}
+        self.preload_issues: list[tuple[str, list[str]]] = []
         self.operator_mode = bool(opts.trusted_operators or opts.trusted_keys)
         for acc in opts.accounts:
             self.accounts[acc.name] = acc
@@ -177,8 +162,55 @@ class Authenticator:
             claims = self._verify_account_jwt(token)
             if claims["sub"] != pub:
                 raise ValueError(f"resolver_preload: JWT subject {claims['sub']} does not match key {pub}")
+            why = account_jwt.shape_problem(claims)
+            if why:  # nats-io/jwt cannot decode it: nats-server refuses to start (validateOptions' preload check)
+                raise ValueError(f'preload account error for "{pub}": {why}')
+            issues = account_jwt.validation_issues(claims)
+            if issues:  # the account cannot be used (verifyAccountClaims); the server logs why when it starts
+                self.preload_issues.append((pub, issues))
+                self.invalid_accounts[pub] = "account validation failed"
+                continue
             self.account_jwts[pub] = token
-            self.accounts[pub] = AccountConfig(name=pub, jetstream=js_limits_from_account_claims(claims), nkey=pub)
+            self.accounts[pub] = account_jwt.account_config(claims)
+
+    def log_preload_issues(self) -> None:
+        """nats-server's checkResolvePreloads: each preloaded account JWT with blocking validation issues."""
+        for pub, issues in self.preload_issues:
+            log.warning("Account [%s] has validation issues:", pub)
+            for why in issues:
+                log.warning("  - %s", why)
+
+    def update_account_jwt(self, pub: str, token: str) -> str:
+        """An account JWT pushed on `$SYS.REQ.ACCOUNT.<pub>.CLAIMS.UPDATE` (nats-server's accountClaimUpdate
+        and updateAccountWithClaimJWT, MEMORY resolver): the message of a success ("jwt updated", or "jwt
+        update skipped" for an account not in use), else ClaimsUpdateError. The caller applies the change."""
+        if not token.strip():
+            raise ClaimsUpdateError("jwt update error", "request body is empty")
+        failed = "jwt update resulted in error"
+        try:
+            claims = jwtmod.verify(token, times=False)
+        except jwtmod.JWTError as e:
+            raise ClaimsUpdateError(failed, str(e)) from None
+        if jwtmod.claim_type(claims) != "account":
+            raise ClaimsUpdateError(failed, "not account claim")
+        if claims.get("sub") != pub:
+            raise ClaimsUpdateError(failed, "subject does not match jwt content")
+        if pub not in self.account_jwts:
+            return "jwt update skipped"
+        if self.account_jwts[pub] == token:
+            return "jwt updated"
+        why = account_jwt.shape_problem(claims)
+        if why:
+            raise ClaimsUpdateError(failed, why)
+        try:
+            jwtmod.verify(token)
+        except jwtmod.JWTError:  # expired or not yet valid: a blocking time check
+            raise ClaimsUpdateError(failed, "account validation failed") from None
+        if claims["iss"] not in self.trusted_keys or account_jwt.validation_issues(claims):
+            raise ClaimsUpdateError(failed, "account validation failed")
+        self.account_jwts[pub] = token
+        self.accounts[pub] = account_jwt.account_config(claims)
+        return "jwt updated"
 
     def _verify_account_jwt(self, token: str) -> dict[str, Any]:
         try:
@@ -286,7 +318,8 @@ class Authenticator:
         acc_pub = str(n.get("issuer_account") or iss)
         acc_jwt = self.account_jwts.get(acc_pub)
         if acc_jwt is None:
-            raise AuthError(f"account {acc_pub} not found in the resolver")
+            why = self.invalid_accounts.get(acc_pub, "not found in the resolver")
+            raise AuthError(f"account {acc_pub}: {why}")
         try:
             acc_claims = jwtmod.verify(acc_jwt)
         except jwtmod.JWTError as e:
@@ -303,7 +336,9 @@ class Authenticator:
         for key in (user_pub, "*"):
             ts = revoked.get(key)
             if ts is not None and int(claims.get("iat") or 0) <= int(ts):
-                raise AuthError(f"user {user_pub} has been revoked")
+                err = AuthError(f"user {user_pub} has been revoked")
+                err.revoked = True
+                raise err
         if not n.get("bearer_token"):
             if not nonce:
                 raise AuthError("no nonce was sent for JWT authentication")
@@ -311,10 +346,12 @@ class Authenticator:
             if not sig or not jwtmod.verify_signature(user_pub, nonce.encode(), decode_sig(str(sig))):
                 raise AuthError(f"signature verification failed for user {user_pub}")
         _check_conn_type([str(x) for x in n.get("allowed_connection_types") or []], conn_type)
-        if acc_pub not in self.accounts:
-            self.accounts[acc_pub] = AccountConfig(name=acc_pub, nkey=acc_pub,
-                                                   jetstream=js_limits_from_account_claims(acc_claims))
-        return AuthResult(acc_pub, user=user_pub, permissions=permissions_from_claims(perms_src),
+        cfg = self.accounts.get(acc_pub)
+        if cfg is None:
+            cfg = self.accounts[acc_pub] = account_jwt.account_config(acc_claims)
+        # a user JWT that sets no permissions gets its account's default permissions (buildInternalNkeyUser)
+        perms = permissions_from_claims(perms_src) or cfg.default_permissions
+        return AuthResult(acc_pub, user=user_pub, permissions=perms,
                           expires_at=float(claims.get("exp") or 0), account_claims=acc_claims,
                           tags=[str(t) for t in n.get("tags") or []])
 

@@ -24,7 +24,7 @@ from edged.options import ConfigWarning, Options, TLSConfig
 SIGNALS = {"stop": signal.SIGKILL, "quit": signal.SIGINT, "term": signal.SIGTERM, "reopen": signal.SIGUSR1,
            "reload": signal.SIGHUP, "ldm": signal.SIGUSR2}
 
-COMMANDS = ("run", "check", "status", "version", "help")
+COMMANDS = ("run", "check", "status", "provision", "fleet", "version", "help")
 
 # each command's usage line and description (`edged COMMAND -h`, `edged help COMMAND`); "" is edged's own
 _COMMAND_HELP = {
@@ -34,6 +34,8 @@ _COMMAND_HELP = {
          "  run        run the server (the default: `edged -c FILE` is `edged run -c FILE`)\n"
          "  check      check a configuration file and exit (as nats-server -t)\n"
          "  status     show a running edged's links and backlogs (mirrors, sources, hub consumers)\n"
+         "  provision  install a provisioning bundle (creds, hub URLs, CA) and apply it without a restart\n"
+         "  fleet      the operator's side: signing keys, device users and their bundles\n"
          "  version    print the version and exit\n"
          "  help       show this help, or a command's: edged help COMMAND (or edged COMMAND -h)"),
     "run": ("edged run [flags]   (also: edged [flags])",
@@ -52,6 +54,8 @@ _COMMAND_HELP = {
                "age of the oldest message not yet taken, last contact, rate, estimated time to drain) and each "
                "consumer a hub created on edged's streams (what the hub still has to take). --json prints the "
                "same figures for scripts. Exit status 1, with one line, when the port does not answer."),
+    "provision": ("edged provision BUNDLE [-c CONFIG] [-P PIDFILE] [-m PORT] [--timeout S] [--no-probe]", ""),
+    "fleet": ("edged fleet {signing-key,account,device} ...", ""),
     "version": ("edged version", "Print edged's version and the nats-server version it is compatible with."),
     "help": ("edged help [command]", "Show edged's help, or one command's."),
 }
@@ -137,6 +141,14 @@ def _parser(command: str = "") -> argparse.ArgumentParser:
         from edged.status import parser
 
         return parser(usage, description, _Help, _Parser)
+    if command == "provision":
+        from edged import provision
+
+        return provision.parser(usage, provision.DESCRIPTION, _Help, _Parser)
+    if command == "fleet":
+        from edged import fleet
+
+        return fleet.parser(usage, fleet.DESCRIPTION, _Help, _Parser)
     p = _Parser(prog=f"edged {command}".strip(), add_help=False, allow_abbrev=False, formatter_class=_Help,
                 usage=usage, description=description)
     if command in ("version", "help"):
@@ -289,13 +301,21 @@ def build_options(ns: argparse.Namespace) -> Options:
 
 def validate(opts: Options) -> None:
     """Checks that need more than the syntax: auth set-up (keys, JWTs, no_auth_user) and TLS files."""
+    from edged.app import validate as validate_front_doors
     from edged.auth import Authenticator
 
     Authenticator(opts)
+    validate_front_doors(opts)
     if opts.tls is not None:
         from edged.tlsconf import server_ssl_context
 
         server_ssl_context(opts.tls)
+    # edged's own blocks: `edged { creds { } hw { } }` (their errors say which setting)
+    from edged.leafnode.credsfile import CredsSettings
+    from hw.health import HwSettings
+
+    CredsSettings.from_block(opts.edged)
+    HwSettings.from_block(opts.edged)
 
 
 def _read_pid(target: str) -> str:
@@ -366,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         from edged.status import run
 
         return run(ns)
+    if command in ("provision", "fleet"):
+        from edged import fleet, provision
+
+        return provision.run(ns) if command == "provision" else fleet.run(ns)
     if command == "version" or ns.version:
         print(_version())
         return 0

@@ -82,7 +82,7 @@ class ClientConnection(Connection):
             self.tls_info = srv.tls_info_of(transport)
         if srv.nonce_required:
             self.nonce = srv.make_nonce()
-        self.send_raw(P.info_line(srv.client_info(self)))
+        self.send_raw(P.info_line(self.client_info()))
         if srv.accepting_clients_limit_reached(self):
             self.send_err("maximum connections exceeded")
             self.close("Maximum Connections Exceeded", flush=True)
@@ -94,7 +94,7 @@ class ClientConnection(Connection):
             transport.pause_reading()
             srv.loop.create_task(self._upgrade_tls())
         if self.auth_pending:
-            self._auth_timer = srv.loop.call_later(self.opts.effective_auth_timeout(), self._auth_timeout)
+            self._auth_timer = srv.loop.call_later(self.auth_timeout(), self._auth_timeout)
         self._schedule_ping()
         self.flush()
 
@@ -121,6 +121,18 @@ class ClientConnection(Connection):
         self._upgrading = False
         self.tls_info = srv.tls_info_of(new)
         self.flush()
+
+    # ------------------------------------------------------------------ what a front door may change
+
+    def client_info(self, own: bool = True) -> dict[str, Any]:
+        """The INFO this client gets (`own`: with its id, address and nonce)."""
+        return self.server.client_info(self if own else None)
+
+    def auth_timeout(self) -> float:
+        return self.opts.effective_auth_timeout()
+
+    def authenticate(self, connect: dict) -> Any:
+        return self.server.authenticate(self, connect)
 
     # ------------------------------------------------------------------ protocol events
 
@@ -204,7 +216,7 @@ class ClientConnection(Connection):
             self.close("TLS Handshake Error")
             return
         try:
-            res = srv.authenticate(self, opts)
+            res = self.authenticate(opts)
         except AuthError as e:
             log.error("%s:%d - cid:%d - authentication error: %s", self.host, self.port, self.cid, e)
             return self._auth_violation(e.client_text)
@@ -478,13 +490,17 @@ class ClientConnection(Connection):
         self.close("Authentication Failure")
 
     def enter_lame_duck(self) -> None:
-        self.send_raw(P.info_line(self.server.client_info()))
+        self.send_raw(P.info_line(self.client_info(own=False)))
 
     def reauthorize(self) -> None:
         if not self.connected or self.connect_opts is None:
             return
         try:
-            res = self.server.authenticate(self, self.connect_opts)
+            res = self.authenticate(self.connect_opts)
+        except AuthError as e:
+            # revoked by an account JWT update: nats-server tells the client (updateAccountClaimsWithRefresh)
+            self._auth_violation("User Authentication Revoked" if e.revoked else e.client_text)
+            return
         except Exception:
             self._auth_violation()
             return

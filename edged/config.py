@@ -1068,6 +1068,8 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
             ws.host = cx.str_(b, k)
         elif lk == "listen":
             ws.host, ws.port = _host_port(cx, b, k)
+        elif lk == "advertise":
+            ws.advertise = cx.str_(b, k)
         elif lk == "no_tls":
             ws.no_tls = cx.bool_(b, k)
         elif lk == "tls":
@@ -1078,13 +1080,42 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
             ws.same_origin = cx.bool_(b, k)
         elif lk in ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin"):
             ws.allowed_origins = cx.strlist(b, k)
+        elif lk == "handshake_timeout":
+            ws.handshake_timeout = cx.duration(b, k, legacy_seconds=False)
+        elif lk in ("authorization", "authentication"):
+            _check_keys(cx, b, k, _SIMPLE_AUTH)
+            a = cx.map_(b, k)
+            for ak in a:
+                alk = ak.lower()
+                if alk in ("user", "username"):
+                    ws.username = cx.str_(a, ak)
+                elif alk in ("pass", "password"):
+                    ws.password = cx.str_(a, ak)
+                elif alk == "token":
+                    ws.token = cx.str_(a, ak)
+                elif alk == "timeout":
+                    v = a[ak]
+                    if isinstance(v, bool) or not isinstance(v, int | float):
+                        raise cx.err(a, ak, f"timeout: expected a number of seconds, got {_kind(v)}")
+                    ws.auth_timeout = float(v)
+        elif lk in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie", "no_auth_user"):
+            setattr(ws, lk, cx.str_(b, k))
+        elif lk == "headers":
+            h = cx.map_(b, k)
+            for hk in h:
+                if not isinstance(h[hk], str):
+                    gotype = {bool: "bool", int: "int64", float: "float64", list: "[]interface {}"}.get(
+                        type(h[hk]), "map[string]interface {}")  # nats-server names the Go type
+                    raise cx.err(h, hk, f"error parsing header key {hk}: unsupported type {gotype}")
+                ws.headers[hk] = h[hk]
+        elif lk == "ping_interval":
+            ws.ping_interval = cx.duration(b, k)
         elif lk in _WEBSOCKET:
             _check_keys(cx, b, k, _WEBSOCKET[lk])
             ws.extra[k] = b[k]
         else:
             cx.unknown(b, k)
     cx.opts.websocket = ws
-    cx.warn(m, key, "NATS over WebSocket is not supported yet; the websocket block is ignored")
 
 
 def _operator(cx: _Ctx, m: Any, key: str) -> None:

@@ -23,6 +23,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from edged.account_jwt import activation_expiry, activation_ok, trace_label, untokenize
 from edged.headers import HDR_LINE, get_header
 from edged.log import log
 from edged.options import AccountConfig, Export, Mapping, Options
@@ -136,17 +137,32 @@ def _reverse(src: str, dest: str) -> SubjectTransform:
 # ------------------------------------------------------------------------------------------ config checks
 
 
-def _export_auth(exports: list[Export], kind: str, importer: str, subject: str) -> Export | None:
+def _export_auth(exports: list[Export], kind: str, importer: str, subject: str, token: str = "",
+                 exporter: AccountConfig | None = None) -> Export | None:
     """The export of `kind` that lets `importer` import `subject` (exact first, then one the subject is a
-    subset of: accounts.go checkStreamExportApproved / checkServiceExportApproved)."""
+    subset of: accounts.go checkStreamExportApproved / checkServiceExportApproved, checkAuth). An account
+    JWT's export may ask for an activation `token` signed by the `exporter`, or for the importer's name in
+    a subject token."""
     mine = [e for e in exports if getattr(e, kind) is not None]
     for e in mine:
         if getattr(e, kind) == subject:
-            return e if not e.accounts or importer in e.accounts else None
+            return e if _approved(e, kind, importer, None, token, exporter) else None
     for e in mine:
         if subject_is_subset(subject, getattr(e, kind)):
-            return e if not e.accounts or importer in e.accounts else None
+            return e if _approved(e, kind, importer, subject.split("."), token, exporter) else None
     return None
+
+
+def _approved(e: Export, kind: str, importer: str, tokens: list[str] | None, token: str,
+              exporter: AccountConfig | None) -> bool:
+    if not e.accounts and not e.token_req and not e.account_token_position:
+        return True  # public
+    pos = e.account_token_position
+    if pos:  # the subject names the importer (an exact match has no tokens to look at: refused, as nats-server)
+        return tokens is not None and pos <= len(tokens) and tokens[pos - 1] == importer
+    if e.token_req:
+        return exporter is not None and activation_ok(exporter, importer, kind, token, e)
+    return importer in e.accounts
 
 
 def check_config(opts: Options) -> list[str]:
@@ -360,14 +376,17 @@ class ServiceImport(Receiver):
     def __init__(self, links: AccountLinks, exporter: Account, local: str, remote: str, export: Export) -> None:
         self.links = links
         self.exporter = exporter
-        self.local = local
+        self.local = untokenize(local)  # the subject subscribed: `$n` references cover one token each
         self.remote = remote
         self.export = export
         self.rt = _response_type(export.response_type)
         self.share = False
         self.use_pub = not is_literal(remote) and (not local or local == remote)
-        self.tr = (SubjectTransform(local, _tokenize(remote))
-                   if not is_literal(remote) and local != remote else None)
+        self.tr: SubjectTransform | None = None
+        if self.local != local:  # the local subject orders the exporter's wildcards (an account JWT's $n)
+            self.tr = _reverse(remote, local)
+        elif not is_literal(remote) and local != remote:
+            self.tr = SubjectTransform(local, _tokenize(remote))
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes, hdr: bytes | None, payload: bytes) -> None:
         if self in _chain:  # a cycle of imports
@@ -688,53 +707,136 @@ def ex_links(acc: Account) -> AccountLinks:
     return acc.links
 
 
-def install(accounts: dict[str, Account], opts: Options) -> None:
-    """Apply every account's imports and mappings (the server's mappings are the global account's).
-    Idempotent: a reload drops what the previous config made first."""
+def install(accounts: dict[str, Account], opts: Options, confs: dict[str, AccountConfig] | None = None,
+            missing: dict[str, str] | None = None) -> float:
+    """Apply every account's imports and mappings (the server's mappings are the global account's), from
+    the config's accounts or from `confs` (operator mode: the account JWTs', `missing` naming the accounts
+    nats-server could not look up, and why). Idempotent: a reload drops what the previous config made
+    first. Returns when the first activation token in use runs out (0: none does), to apply them again then."""
     for acc in accounts.values():
         if acc.links is not None:
             acc.links.close()
             acc.links = None
         for name in ("route", "route_run", "route_empties", "route_replies"):
             acc.__dict__.pop(name, None)
-    confs: dict[str, AccountConfig] = {a.name: a for a in opts.accounts}
+    jwt_mode = confs is not None
+    if confs is None:
+        confs = {a.name: a for a in opts.accounts}
+    expires: list[float] = []
+    # operator mode: the imports added so far (exporter, local subject, exporter's subject), for nats-server's
+    # cycle checks when it adds one (a config's cycles are refused with the config, check_config)
+    services: dict[str, list[tuple[str, str, str]]] = {}
+    streams: dict[str, list[tuple[str, str, str]]] = {}
     for name, acc in accounts.items():
         cfg = confs.get(name)
         mappings = list(cfg.mappings) if cfg is not None else []
         if name == GLOBAL:
             mappings += opts.mappings
+        if jwt_mode:
+            mappings = [u for u in (_usable_mapping(acc, m) for m in mappings) if u is not None]
         if mappings:
             links = ex_links(acc)
             links.mapper = SubjectMapper(mappings)
             _mapped_routes(acc, links.mapper)
             for m in mappings:
                 links._own(m.src, Interest())
-        if cfg is None:
-            continue
+    done: set[str] = set()
+
+    def add_imports(name: str) -> None:
+        """One account's imports; in operator mode each exporter's own first, as nats-server loads the
+        account an import names before adding it (which decides which import of a cycle is refused)."""
+        acc, cfg = accounts.get(name), confs.get(name)
+        if name in done or acc is None or cfg is None:
+            return
+        done.add(name)
         for sv in cfg.service_imports:
-            _add_service_import(accounts, confs, acc, sv)
-        for si in cfg.stream_imports:
-            exp = accounts.get(si.account)
-            ec = confs.get(si.account)
-            if exp is None or ec is None or _export_auth(ec.exports, "stream", name, si.subject) is None:
-                log.error("stream import %r from account %r is not authorized", si.subject, si.account)
+            if jwt_mode:
+                add_imports(sv.account)
+                if not _located(accounts, missing, sv.account, sv.subject, "service"):
+                    continue
+            local = untokenize(sv.to or sv.subject)
+            if jwt_mode and _service_cycle(services, {name}, sv.account, local):
+                log.debug("Error adding service import to account [%s]: import forms a cycle", trace_label(cfg))
                 continue
-            ex_links(acc).stream_imports.append(StreamImportRule(exp, si))
+            if _add_service_import(accounts, confs, acc, sv, jwt_mode):
+                services.setdefault(name, []).append((sv.account, local, sv.subject))
+                if sv.token:
+                    expires.append(activation_expiry(sv.token))
+        for si in cfg.stream_imports:
+            if jwt_mode:
+                add_imports(si.account)
+                if not _located(accounts, missing, si.account, si.subject, "stream"):
+                    continue
+            exp, ec = accounts.get(si.account), confs.get(si.account)
+            if exp is None or ec is None or _export_auth(ec.exports, "stream", name, si.subject, si.token,
+                                                         ec) is None:
+                _refused(cfg, si.subject, si.account, "stream", jwt_mode)
+                continue
+            if jwt_mode and si.prefix and not is_literal(si.prefix):
+                log.debug("Error adding stream import to account [%s]: stream import prefix can not contain "
+                          "wildcard tokens", trace_label(cfg))
+                continue
+            rule = StreamImportRule(exp, si)
+            if jwt_mode and (_stream_cycle(confs, streams, name, si.account, rule.to) or
+                             _stream_cycle(confs, streams, name, si.account, si.subject)):
+                log.debug("Error adding stream import to account [%s]: import forms a cycle", trace_label(cfg))
+                continue
+            streams.setdefault(name, []).append((si.account, rule.to, si.subject))
+            ex_links(acc).stream_imports.append(rule)
+            if si.token:
+                expires.append(activation_expiry(si.token))
+
+    for name in list(accounts):
+        add_imports(name)
     for acc in accounts.values():  # subscriptions made before (a reload) get their shadows
         links = acc.links
         if links is not None and links.stream_imports:
             for sub in acc.sublist.all_subs():
                 links.subscribed(sub)
+    return min((t for t in expires if t > 0), default=0.0)
+
+
+def _usable_mapping(acc: Account, m: Mapping) -> Mapping | None:
+    """An account JWT's mapping as nats-server applies it: left out when AddWeightedMappings would refuse
+    it (nats-server does not look at that error either); cluster-scoped destinations are for a cluster,
+    which edged never is in."""
+    dests = [d for d in m.dests if not d.cluster]
+    why = mapping_problems(Mapping(m.src, dests))
+    if why:
+        log.debug("Mapping %r of account %s not applied: %s", m.src, acc.name, "; ".join(why))
+        return None
+    for d in m.dests:
+        if d.cluster:
+            log.debug("Mapping %r of account %s: destination %r is for cluster %r, ignored (edged runs no "
+                      "cluster)", m.src, acc.name, d.subject, d.cluster)
+    return Mapping(m.src, dests)
+
+
+def _located(accounts: dict[str, Account], missing: dict[str, str] | None, account: str, subject: str,
+             kind: str) -> bool:
+    if account in accounts and not (missing and account in missing):
+        return True
+    err = (missing or {}).get(account, "account missing")
+    log.error("Can't locate account [%s] for import of [%s] %s (err=%s)", account, subject, kind, err)
+    return False
+
+
+def _refused(cfg: AccountConfig, subject: str, account: str, kind: str, jwt_mode: bool) -> None:
+    if jwt_mode:  # nats-server's words (updateAccountClaimsWithRefresh), at its level
+        log.debug("Error adding %s import to account [%s]: %s import not authorized", kind, trace_label(cfg), kind)
+    else:
+        log.error("%s import %r from account %r is not authorized", kind, subject, account)
 
 
 def _add_service_import(accounts: dict[str, Account], confs: dict[str, AccountConfig], acc: Account,
-                        sv: ServiceImportConf) -> None:
+                        sv: ServiceImportConf, jwt_mode: bool = False) -> bool:
     exp, ec = accounts.get(sv.account), confs.get(sv.account)
-    export = _export_auth(ec.exports, "service", acc.name, sv.subject) if ec is not None else None
+    export = _export_auth(ec.exports, "service", acc.name, sv.subject, sv.token, ec) if ec is not None else None
     if exp is None or export is None:
-        log.error("service import %r from account %r is not authorized", sv.subject, sv.account)
-        return
+        _refused(confs.get(acc.name) or AccountConfig(acc.name), sv.subject, sv.account, "service", jwt_mode)
+        return False
     local = sv.to or sv.subject
     si = ServiceImport(ex_links(acc), exp, local, sv.subject, export)
     si.share = sv.share
-    ex_links(acc)._own(local, si)
+    ex_links(acc)._own(si.local, si)
+    return True

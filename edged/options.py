@@ -66,6 +66,8 @@ class StreamImport:
     subject: str
     to: str = ""  # the local subject (a mapping of `subject`)
     prefix: str = ""  # or a literal prefix put before `subject`
+    token: str = ""  # an account JWT's activation token for a private export (edged/account_jwt.py)
+    allow_trace: bool = False
 
 
 @dataclass
@@ -74,6 +76,7 @@ class ServiceImport:
     subject: str
     to: str = ""
     share: bool = False  # the exporter sees who asks in detail (Nats-Request-Info)
+    token: str = ""  # an account JWT's activation token for a private export
 
 
 @dataclass
@@ -83,12 +86,19 @@ class Export:
     accounts: list[str] = field(default_factory=list)  # empty = public
     response_type: str = "Singleton"
     response_threshold: float = 120.0  # seconds a stream/chunked response route stays without traffic
+    # account JWT exports: importers need an activation token; revoked activations (importer -> iat);
+    # the subject token that must be the importer's account
+    token_req: bool = False
+    revocations: dict[str, int] = field(default_factory=dict)
+    account_token_position: int = 0
+    allow_trace: bool = False
 
 
 @dataclass
 class MapDest:
     subject: str
     weight: int = 100  # percent
+    cluster: str = ""  # an account JWT's cluster-scoped destination (never used: edged runs no cluster)
 
 
 @dataclass
@@ -122,6 +132,11 @@ class AccountConfig:
     mappings: list[Mapping] = field(default_factory=list)
     default_permissions: Permissions | None = None
     nkey: str = ""  # account public key (when configured with one)
+    # operator mode: the account JWT's name, issuer (operator key) and signing keys (who may sign its
+    # activation tokens)
+    name_tag: str = ""
+    issuer: str = ""
+    signing_keys: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -223,13 +238,30 @@ class MQTTOpts:
 
 @dataclass
 class WebsocketOpts:
+    """`websocket {}` as nats-server reads it (served by bridges/websocket)."""
+
     host: str = ""
     port: int = 0
+    advertise: str = ""
     no_tls: bool = False
     tls: TLSConfig | None = None
     compression: bool = False
     same_origin: bool = False
     allowed_origins: list[str] = field(default_factory=list)
+    handshake_timeout: float = 0.0  # 0: nats-server sets none; edged gives the upgrade 2 s (README)
+    # authorization {} of the block: overrides the server's for WebSocket clients when user, token or
+    # no_auth_user is set (nats-server's authOverride)
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0
+    no_auth_user: str = ""
+    jwt_cookie: str = ""
+    user_cookie: str = ""
+    pass_cookie: str = ""
+    token_cookie: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # added to the 101 answer
+    ping_interval: float = 0.0  # 0: the server's
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -70,9 +70,14 @@ class Server:
         self.client_port = 0
         self.monitor: Any = None
         self.services: list[Any] = []  # subsystems with async start()/stop(): JetStream, leafnodes, front doors
+        # what services outside edged/ add to /varz (a block each) and /metrics (families), e.g. hw/
+        self.varz_blocks: dict[str, Callable[[], dict[str, Any]]] = {}
+        self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
         self.systemd: Any = None  # edged.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
+        self._activation_timer: asyncio.TimerHandle | None = None  # the first activation token to run out
+        self._activation_at = 0.0
         self._build_accounts()
         self.jetstream: Any = None
         self.leafnodes: Any = None
@@ -100,9 +105,42 @@ class Server:
         sysname = self.system_account_name
         if sysname and sysname not in self.accounts:
             self.accounts[sysname] = self._account(sysname)
+        self._install_imports()
+
+    def _install_imports(self) -> None:
+        """Every account's imports, exports and mappings (in operator mode the account JWTs', on the same
+        path as the config's), applied again when the first activation token in use runs out, which drops
+        that import (nats-server's activationExpired)."""
         from edged.imports import install
 
-        install(self.accounts, self.opts)
+        auth = self.authenticator
+        confs = auth.account_configs() if auth.operator_mode else None
+        self._watch_activations(install(self.accounts, self.opts, confs, auth.invalid_accounts))
+
+    def _watch_activations(self, at: float) -> None:
+        if self._activation_timer is not None:
+            self._activation_timer.cancel()
+            self._activation_timer = None
+        self._activation_at = at
+        if at > 0 and self.loop is not None:
+            self._activation_timer = self.loop.call_later(max(0.0, at - time.time()) + 0.05, self._run_out)
+
+    def _run_out(self) -> None:
+        self._activation_timer = None
+        log.debug("An activation token ran out: applying account imports again")
+        self._install_imports()
+
+    def update_account_claims(self, pub: str, token: str) -> str:
+        """Apply an account JWT pushed to the server (`Authenticator.update_account_jwt`): the account's
+        imports, exports and mappings again, and its clients' permissions and revocations."""
+        before = self.authenticator.account_jwts.get(pub)
+        msg = self.authenticator.update_account_jwt(pub, token)
+        if self.authenticator.account_jwts.get(pub) != before:
+            self._build_accounts()
+            acc = self.accounts.get(pub)
+            for conn in [c for c in list(self.clients.values()) if getattr(c, "account", None) is acc]:
+                conn.reauthorize()
+        return msg
 
     def _account(self, name: str, cfg: Any = None) -> Account:
         return Account(name, cfg, cache=not self.opts.disable_sublist_cache, reading=self.reading)
@@ -111,7 +149,8 @@ class Server:
     def system_account(self) -> Account | None:
         return self.accounts.get(self.system_account_name) if self.system_account_name else None
 
-    def authenticate(self, conn: ClientConnection, connect: dict) -> Any:
+    def authenticate(self, conn: ClientConnection, connect: dict, authenticator: Any = None) -> Any:
+        """`connect` checked by the server's authenticator, or by a front door's own (`authenticator`)."""
         cert = None
         t = conn.transport
         if t is not None:
@@ -119,7 +158,8 @@ class Server:
             if sslobj is not None:
                 cert = sslobj.getpeercert(binary_form=True)
         conn_type = "WEBSOCKET" if conn.websocket else "STANDARD"
-        return self.authenticator.authenticate(connect, conn.nonce, client_cert=cert, conn_type=conn_type)
+        return (authenticator or self.authenticator).authenticate(connect, conn.nonce, client_cert=cert,
+                                                                 conn_type=conn_type)
 
     def account_for(self, res: Any) -> Account | None:
         name = res.account or GLOBAL_ACCOUNT
@@ -232,6 +272,7 @@ class Server:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self._watch_activations(self._activation_at)
         self._stopped = asyncio.Event()
         o = self.opts
         log.info("Starting edged %s (nats-server %s compatible)", __version__, SERVER_VERSION)
@@ -242,6 +283,7 @@ class Server:
             log.warning("%s: %s (%s)", w.where, w.message, w.key)
         if o.config_file:
             log.info("Using configuration file: %s", o.config_file)
+        self.authenticator.log_preload_issues()
         if o.pid_file:
             try:
                 with open(o.pid_file, "w") as f:
@@ -413,15 +455,40 @@ class Server:
         old.max_payload, old.max_pending, old.ping_interval = new.max_payload, new.max_pending, new.ping_interval
         logmod.setup(debug=old.debug, trace=old.trace, logtime=old.logtime, log_file=old.log_file)
         self.authenticator = Authenticator(old)
+        self.authenticator.log_preload_issues()
         self.auth_required = self.authenticator.auth_required
         self.nonce_required = self.authenticator.nonce_required
         self._build_accounts()
         # re-authorise connected clients under the new rules; those no longer allowed are closed
         for conn in list(self.clients.values()):
             conn.reauthorize()
+        old.edged = new.edged
+        self._reload_leafnodes(new)
         self.reloads += 1
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
+
+    def _reload_leafnodes(self, new: Options) -> None:
+        """Leafnode remotes follow the file (new URLs or creds: a redial, not a restart); a JetStream
+        domain change does not (the domain is in every stream's API subjects): it waits for a restart."""
+        if new.jetstream.domain != self.opts.jetstream.domain:
+            log.warning("JetStream domain changed from %r to %r in the configuration: restart edged to apply it",
+                        self.opts.jetstream.domain, new.jetstream.domain)
+        lo = new.leafnodes
+        if self.leafnodes is None:
+            if lo is None or not lo.remotes:
+                return
+            from edged.leafnode.remote import LeafNodeManager
+
+            lo.port = 0  # a leafnode port is opened at start only
+            self.opts.leafnodes = lo
+            self.leafnodes = LeafNodeManager(self)
+            self.services.append(self.leafnodes)
+            self.loop.create_task(self.leafnodes.start())
+            return
+        from edged.options import LeafNodeOpts
+
+        self.loop.create_task(self.leafnodes.reload(lo or LeafNodeOpts()))
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -98,6 +99,24 @@ def _when(t: str) -> str:
     return "never" if not t or t == ZERO_TIME else t
 
 
+def _expiry(c: dict[str, Any]) -> str:
+    if not c.get("expires"):
+        return "never"
+    when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(c["expires"]))
+    left = c.get("expires_in_seconds")
+    if left is not None and left <= 0:
+        return f"{when} (EXPIRED)"
+    return f"{when} (in {duration(left)})" + (" EXPIRING SOON" if c.get("expiring") else "")
+
+
+def _creds_state(c: dict[str, Any]) -> str:
+    if c.get("problem"):
+        return "ROTATION FAILED: " + c["problem"]
+    if c.get("trying_new"):
+        return "trying new creds"
+    return "ok"
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -114,6 +133,13 @@ def render(doc: dict[str, Any]) -> str:
             _when(r["since"]), duration(r["rtt_seconds"]), r["last_error"] or "-"] for r in rem])
     else:
         out.append("  none")
+    creds = [(r, r["creds"]) for r in rem if r.get("creds")]
+    if creds:
+        out.append("")
+        out.append("Leafnode credentials")
+        out += _table(["ACCOUNT", "FILE", "USER", "EXPIRES", "STATE"], [[
+            r["account"], c["file"], c["user"][:12] + "..." if c["user"] else "-", _expiry(c), _creds_state(c)]
+            for r, c in creds])
     out.append("")
     syncs = doc.get("syncs") or []
     out.append("Mirrors and sources (what edged still has to take)")

@@ -1062,6 +1062,13 @@ class Consumer:
         if idle < req.heartbeat:
             req.hb_handle = self.loop.call_later((req.heartbeat - idle) / NS, self._pull_heartbeat, req)
             return
+        if req.no_wait and (not req.expires or req.batch < req.asked):
+            # nats-server wakes its waiting queue at a heartbeat and ends a no_wait request that had
+            # something (or has no expiry) with 404, also when max_ack_pending is what holds it back
+            self.waiting.remove(req)
+            self._end_request(req)
+            self._status(req.reply, 404, "No Messages", req)
+            return
         items = [("Nats-Last-Consumer", str(self.dseq)), ("Nats-Last-Stream", str(self._last_stream()))]
         self.ic.publish(req.reply, b"", "", make_headers(items, status=100, description="Idle Heartbeat"))
         req.hb_handle = self.loop.call_later(req.heartbeat / NS, self._pull_heartbeat, req)

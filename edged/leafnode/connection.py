@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from edged import SERVER_VERSION
 from edged.accounts import Account
 from edged.connection import Connection
-from edged.creds import read_creds_file
 from edged.goformat import rtt_text
 from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_subject_of, decode_ack_reply
 from edged.leafnode.codec import (
@@ -238,10 +237,10 @@ class LeafConnection(Connection):
         if remote.deny_imports:
             c["deny_pub"] = list(remote.deny_imports)
         try:
-            if remote.credentials:
-                jwt, seed = read_creds_file(remote.credentials)
-                _, sig = sign_nonce(seed, self.nonce)
-                c["jwt"] = jwt
+            if self.link.creds is not None:
+                creds = self.link.creds.credentials()
+                _, sig = sign_nonce(creds.seed, self.nonce)
+                c["jwt"] = creds.jwt
                 c["sig"] = sig
             elif remote.seed or remote.nkey:
                 seed_s = remote.seed if remote.seed.startswith("S") else remote.nkey
@@ -309,6 +308,7 @@ class LeafConnection(Connection):
         low = text.lower()
         self.error = text
         if "authorization violation" in low or "authentication" in low:
+            self.link.creds_refused(text)
             self._log_error(f"Leafnode authentication failed for account {self.account.name!r} at "
                             f"{self.url.redacted()}: {text} (check the remote's credentials)")
         elif low.startswith("loop detected"):

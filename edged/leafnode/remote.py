@@ -17,10 +17,11 @@ from edged.jetstream.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf
 from edged.leafnode.accept import LeafAcceptor
 from edged.leafnode.codec import LDS_PREFIX
 from edged.leafnode.connection import LeafConnection
+from edged.leafnode.credsfile import CredsKeeper, CredsSettings
 from edged.leafnode.dialing import LeafURL, is_ip, parse_leaf_url, tcp_connect
 from edged.leafnode.websocket import WSClientProtocol
 from edged.log import log
-from edged.options import RemoteLeafOpts
+from edged.options import LeafNodeOpts, RemoteLeafOpts
 from edged.subjects import subject_is_subset
 from edged.tlsconf import client_ssl_context
 
@@ -71,6 +72,8 @@ class RemoteLink:
         self.connected_since = 0.0
         self._wait_connected: list[asyncio.Future[None]] = []
         self._rr = 0
+        # the creds the link logs in with, watched for rotation (edged/leafnode/credsfile.py)
+        self.creds: CredsKeeper | None = CredsKeeper(remote.credentials) if remote.credentials else None
 
     # ------------------------------------------------------------ policy helpers
 
@@ -135,8 +138,23 @@ class RemoteLink:
 
     # ------------------------------------------------------------ lifecycle
 
+    def creds_refused(self, reason: str) -> None:
+        """The hub refused the link's login: new creds go back to the previous ones (the next dial)."""
+        if self.creds is not None:
+            self.creds.refused_by_hub(reason)
+
+    def check_creds(self, force: bool = False) -> None:
+        """Rotation: when the creds file holds other creds, close the link so the next dial uses them."""
+        if self.creds is None or not self.creds.poll(force):
+            return
+        if self.conn is not None and not self.conn.closed:
+            self.conn.extra_delay = 0.05  # redial at once, not after the reconnect interval
+            self.conn.close("Credentials Rotated")
+
     def on_connected(self, conn: LeafConnection) -> None:
         self.connects += 1
+        if self.creds is not None:
+            self.creds.accepted()
         self.connected_since = time.time()
         self.last_error = ""
         log.info("Leafnode connection created for account: %s (remote %s, hub %r, remote account %r)",
@@ -299,6 +317,8 @@ class LeafNodeManager:
             self.links.append(RemoteLink(self, i, r))
         # edged as a hub: the leafnode port, when configured
         self.acceptor: LeafAcceptor | None = LeafAcceptor(self) if lo.port else None
+        self.creds_settings = CredsSettings.from_block(server.opts.edged)
+        self._watcher: asyncio.Task[None] | None = None
 
     def lds_for(self, account: str) -> str:
         s = self._lds.get(account)
@@ -314,12 +334,57 @@ class LeafNodeManager:
             log.info("Leafnode remote for account %s: %s", link.account.name,
                      ", ".join(u.redacted() for u in link.urls))
             link.start()
+        if any(lk.creds is not None for lk in self.links):
+            self._watcher = self.server.loop.create_task(self._watch_creds())
 
     async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self.acceptor is not None:
             self.acceptor.stop()
         for link in self.links:
             await link.stop()
+
+    async def _watch_creds(self) -> None:
+        """Poll the remotes' creds files: a changed file is used at a forced redial within seconds."""
+        while True:
+            await asyncio.sleep(self.creds_settings.watch_interval)
+            for link in list(self.links):
+                try:
+                    link.check_creds()
+                except Exception as e:  # a bad file is reported by the keeper; nothing here may stop the watch
+                    log.error("Leafnode credentials check failed: %s", e)
+
+    async def reload(self, lo: LeafNodeOpts) -> None:
+        """SIGHUP: remotes whose settings changed are replaced (new URLs, creds file, TLS), new ones
+        start, removed ones stop; the others re-read their creds file at once. The leafnode port and
+        its settings stay as they were started (a restart applies them)."""
+        self.creds_settings = CredsSettings.from_block(self.server.opts.edged)
+        old = {lk.index: lk for lk in self.links}
+        links: list[RemoteLink] = []
+        for i, r in enumerate(lo.remotes):
+            if r.disabled:
+                continue
+            lk = old.pop(i, None)
+            if lk is not None and lk.remote == r:
+                links.append(lk)
+                lk.check_creds(force=True)
+                continue
+            if lk is not None:
+                await lk.stop()
+            new = RemoteLink(self, i, r)
+            links.append(new)
+            log.info("Leafnode remote for account %s (re)configured: %s", new.account.name,
+                     ", ".join(u.redacted() for u in new.urls))
+            new.start()
+        for lk in old.values():
+            log.info("Leafnode remote for account %s removed", lk.account.name)
+            await lk.stop()
+        self.links = links
+        self.opts.remotes = lo.remotes
+        self.opts.reconnect = lo.reconnect
+        if self._watcher is None and any(lk.creds is not None for lk in self.links):
+            self._watcher = self.server.loop.create_task(self._watch_creds())
 
     @property
     def connections(self) -> list[LeafConnection]:
@@ -364,11 +429,29 @@ class LeafNodeManager:
                 "connected": lk.is_connected,
                 "last_error": lk.last_error,
             })
+            if lk.creds is not None:
+                remotes[-1]["creds"] = lk.creds.status(self.creds_settings.expiry_warning_days)
         d: dict[str, Any] = {"host": self.opts.host, "port": self.opts.port}
         if self.acceptor is not None:
             d.update(self.acceptor.varz())
         d["remotes"] = remotes
         return d
+
+    def creds_warnings(self) -> list[str]:
+        """Creds that expire within the warning window, or whose rotation failed: reported, never fatal."""
+        out = []
+        days = self.creds_settings.expiry_warning_days
+        for lk in self.links:
+            if lk.creds is None:
+                continue
+            st = lk.creds.status(days)
+            if st["expiring"]:
+                left = st["expires_in_seconds"]
+                when = "expired" if left <= 0 else f"expire in {left / 86400:.1f} days"
+                out.append(f"leafnode credentials {st['file']} (user {st['user']}) {when}")
+            if st["problem"]:
+                out.append(st["problem"])
+        return out
 
     def healthz(self) -> tuple[bool, str]:
         """(ok, error): not ok while a configured remote is down; edged keeps serving locally meanwhile."""

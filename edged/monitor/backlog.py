@@ -191,6 +191,8 @@ class BacklogTracker:
                 "connects": lk.connects,
                 "last_error": lk.last_error,
             })
+            if lk.creds is not None:
+                out[-1]["creds"] = lk.creds.status(lm.creds_settings.expiry_warning_days)
         return out
 
     def _syncs(self, server: Server) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
+from edged.account_jwt import untokenize
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
 from edged.doctor import doctor_of
 from edged.goformat import rfc3339, rtt_text, uptime_text
@@ -308,6 +309,8 @@ def varz(server: Server) -> dict[str, Any]:
     v["stale_connection_stats"] = {"clients": server.stale_connections - server.stale_leafs, "routes": 0,
                                    "gateways": 0, "leafs": server.stale_leafs}
     v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+    for name, block in server.varz_blocks.items():  # edged's own blocks (board health: edged_hw)
+        v[name] = block()
     return v
 
 
@@ -323,12 +326,16 @@ def _mqtt_varz(server: Server) -> dict[str, Any]:
 
 
 def _ws_varz(server: Server) -> dict[str, Any]:
+    """nats-server's WebsocketOptsVarz: the listening port (a random one once bound), empty fields left out."""
     w = server.opts.websocket
-    if w is None:
+    if w is None or not w.port:
         return {}
+    port = next((lst.bound_port for lst in server.listeners if lst.name == "websocket" and lst.bound_port), w.port)
     return _drop_empty({
-        "host": w.host, "port": w.port, "no_tls": w.no_tls, "same_origin": w.same_origin,
-        "allowed_origins": list(w.allowed_origins), "compression": w.compression,
+        "host": w.host or "0.0.0.0", "port": port, "advertise": w.advertise, "no_auth_user": w.no_auth_user,
+        "jwt_cookie": w.jwt_cookie, "handshake_timeout": int(w.handshake_timeout * 1e9),
+        "auth_timeout": w.auth_timeout, "no_tls": w.no_tls, "tls_map": bool(w.tls and w.tls.verify_and_map),
+        "same_origin": w.same_origin, "allowed_origins": list(w.allowed_origins), "compression": w.compression,
     })
 
 
@@ -655,10 +662,17 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
     exports = []
     for e in cfg.exports:
         if e.service:
-            ex: dict[str, Any] = {"subject": e.service, "type": "service", "response_type": e.response_type}
+            # nats-server names its response types (ServiceRespType.String) "Streamed" where configs say "stream"
+            rt = {"stream": "Streamed", "chunked": "Chunked"}.get(e.response_type.strip().lower(), "Singleton")
+            ex: dict[str, Any] = {"subject": e.service, "type": "service", "response_type": rt}
         else:
             ex = {"subject": e.stream or "", "type": "stream"}
-        ex["approved_accounts"] = list(e.accounts)
+        if e.token_req:
+            ex["token_req"] = True
+        if e.accounts:  # omitted when empty, as nats-server's omitempty does
+            ex["approved_accounts"] = list(e.accounts)
+        if e.revocations:
+            ex["revoked_activations"] = {k: rfc3339(float(t)) for k, t in e.revocations.items()}
         exports.append(ex)
     imports = []
     for si in cfg.stream_imports:
@@ -666,7 +680,7 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
         imp["local_subject"] = StreamImportRule(acc, si).to  # the import's own subject space
         imports.append(imp | {"type": "stream", "invalid": False, "share": False, "tracking": False})
     for sv in cfg.service_imports:
-        local = sv.to or sv.subject
+        local = untokenize(sv.to or sv.subject)  # an account JWT's `$n` references: the subject subscribed
         imports.append({"subject": sv.subject, "account": sv.account, "to": local, "local_subject": local,
                         "type": "service", "invalid": False, "share": False, "tracking": False})
     d: dict[str, Any] = {"account_name": name, "update_time": rfc3339(server.config_load_time)}
@@ -687,9 +701,9 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
     mappings = list(cfg.mappings) + (list(server.opts.mappings) if name == "$G" else [])
     if mappings:
         d["mappings"] = {m.src: _map_dests(m) for m in mappings}
-    if cfg.nkey:
-        d["issuer_key"] = cfg.nkey
-    d["name_tag"] = name
+    if cfg.issuer or cfg.nkey:  # an account JWT's issuer: the operator's key (or its signing key)
+        d["issuer_key"] = cfg.issuer or cfg.nkey
+    d["name_tag"] = cfg.name_tag or name  # an account JWT's name
     d["sublist_stats"] = _public_sublist_stats(_account_stats(acc))
     return d
 
@@ -697,14 +711,17 @@ def account_info(server: Server, name: str) -> dict[str, Any]:
 def _map_dests(m: Any) -> list[dict[str, Any]]:
     """A mapping's destinations as nats-server lists them: by weight, the weights summed up to 100, the
     source itself taking what the others leave."""
-    dests = sorted(((d.weight, d.subject) for d in m.dests), key=lambda x: x[0])
-    total = sum(w for w, _ in dests)
-    if total < 100 and all(subj != m.src for _, subj in dests):
-        dests = sorted([*dests, (100 - total, m.src)], key=lambda x: x[0])
-    out, cum = [], 0
-    for w, subj in dests:
-        cum += w
-        out.append({"subject": subj, "weight": cum})
+    out: list[dict[str, Any]] = []
+    clusters = [""] + sorted({d.cluster for d in m.dests if d.cluster})
+    for c in clusters:  # an account JWT's cluster-scoped destinations after the others, per cluster
+        dests = sorted(((d.weight, d.subject) for d in m.dests if d.cluster == c), key=lambda x: x[0])
+        total = sum(w for w, _ in dests)
+        if total != 100 and all(subj != m.src for _, subj in dests):
+            dests = sorted([*dests, (100 - total if dests else 100, m.src)], key=lambda x: x[0])
+        cum = 0
+        for w, subj in dests:
+            cum += w
+            out.append({"subject": subj, "weight": cum} | ({"cluster": c} if c else {}))
     return out
 
 
@@ -892,8 +909,9 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
 
 
 def _healthy(server: Server) -> dict[str, Any]:
-    """An ok HealthStatus; edged adds `warnings` (the link doctor's: a link silent for long, creds that
-    expire soon) worth a person's attention but no reason for a supervisor to restart anything."""
+    """An ok HealthStatus; edged adds `warnings` (the link doctor's: creds expiring soon or a refused creds
+    rotation, a link connected but silent for long) worth a person's attention but no reason for a
+    supervisor to restart anything."""
     h: dict[str, Any] = {"status": "ok", "status_code": 200}
     warnings = doctor_of(server).findings()
     if warnings:

@@ -116,6 +116,9 @@ def metrics(server: Server) -> str:
               api.get("errors", 0))
     if js_on or server.leafnodes is not None:
         _backlog(m, backlog(server))
+    for families in server.metric_blocks:  # services outside edged/ (board health)
+        for name, mtype, help_, samples in families():
+            m.add(name, mtype, help_, samples)
     return m.text()
 
 

@@ -30,6 +30,8 @@ SERVER_PING = "$SYS.REQ.SERVER.PING"
 SERVER_PING_FMT = "$SYS.REQ.SERVER.PING.{}"
 SERVER_DIRECT_FMT = "$SYS.REQ.SERVER.{}.{}"
 ACCOUNT_REQ_FMT = "$SYS.REQ.ACCOUNT.*.{}"
+# account JWT pushes (operator mode, MEMORY resolver), the current subject and the older one
+CLAIMS_UPDATE = ("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.ACCOUNT.*.CLAIMS.UPDATE")
 SERVER_STATSZ_FMT = "$SYS.SERVER.{}.STATSZ"
 
 # nats-server endpoints that edged does not implement: answered with an explicit API error, not silence
@@ -191,6 +193,24 @@ class SystemHandlers:
 
         return handle
 
+    def handle_claims_update(self, subject: str, reply: str, payload: bytes) -> None:
+        """nats-server's accountClaimUpdate: apply the pushed account JWT, log and answer as it does."""
+        from edged.auth import ClaimsUpdateError
+
+        toks = subject.split(".")
+        pub = toks[3] if len(toks) == 6 else toks[2]
+        doc: dict[str, Any] = {"server": self.server_info()}
+        try:
+            msg = self.server.update_account_claims(pub, payload.decode("utf-8", "replace"))
+        except ClaimsUpdateError as e:
+            log.error("%s - %s - %s", e.message, pub, e.err)
+            doc["error"] = {"account": pub, "code": 500, "description": f"{e.message} - {e.err}"}
+        else:
+            log.debug("%s - %s", msg, pub)
+            doc["data"] = {"account": pub, "code": 200, "message": msg}
+        if reply:
+            self.respond(reply, doc)
+
     def close(self) -> None:
         for sub in self.subs:
             self.client.unsubscribe(sub)
@@ -288,6 +308,9 @@ def install_system_handlers(server: Server) -> SystemHandlers | None:
     for name, build in [("SUBSZ", acc_subsz), ("CONNZ", acc_connz), ("LEAFZ", acc_leafz), ("JSZ", acc_jsz),
                         ("INFO", acc_info)]:
         h.subscribe(ACCOUNT_REQ_FMT.format(name), h.z_handler(build))
+    if srv.authenticator.operator_mode:
+        for subject in CLAIMS_UPDATE:
+            h.subscribe(subject, h.handle_claims_update)
     log.debug("Serving $SYS.REQ.SERVER requests in system account %s", sacc.name)
     _INSTALLED[server] = h
     return h

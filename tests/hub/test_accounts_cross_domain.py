@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,12 @@ leafnodes {
 NEXT = "JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"
 
 
-async def _hub_js(hub: Hub, fill: bool) -> None:
-    nc = await nats.connect(f"nats://acc:acc@127.0.0.1:{hub.port}")
+async def _by_password(port: int, user: str) -> Any:
+    return await nats.connect(f"nats://{user}:{user}@127.0.0.1:{port}")
+
+
+async def _hub_js(hub: Hub, fill: bool, connect: Callable[[int, str], Awaitable[Any]] = _by_password) -> None:
+    nc = await connect(hub.port, "acc")
     try:
         js = nc.jetstream(domain="hub")
         if not fill:
@@ -60,9 +64,11 @@ def _status(m: Any) -> str:
     return (m.headers or {}).get("Status", "")
 
 
-async def _scenario(hub: Hub, leaf: ServerProcess) -> dict:
+async def _scenario(hub: Hub, leaf: ServerProcess,
+                    connect: Callable[[int, str], Awaitable[Any]] = _by_password) -> dict:
+    """`connect(port, user)`: the seed's users (import_client on the leaf, acc on the hub)."""
     out: dict[str, Any] = {}
-    nc = await nats.connect(f"nats://import_client:import_client@127.0.0.1:{leaf.port}")
+    nc = await connect(leaf.port, "import_client")
     try:
         inbox = await nc.subscribe(nc.new_inbox())
         warm = None
@@ -76,7 +82,7 @@ async def _scenario(hub: Hub, leaf: ServerProcess) -> dict:
             await asyncio.sleep(0.1)
         assert warm is not None, leaf.log_tail()
         out["empty pull"] = _status(warm)
-        await _hub_js(hub, fill=True)
+        await _hub_js(hub, True, connect)
         got = []
         for _ in range(2):
             got.append(await _pull(nc, inbox))
@@ -90,7 +96,7 @@ async def _scenario(hub: Hub, leaf: ServerProcess) -> dict:
         out["info"] = _status(await inbox.next_msg(timeout=2))
     finally:
         await nc.close()
-    hc = await nats.connect(f"nats://acc:acc@127.0.0.1:{hub.port}")
+    hc = await connect(hub.port, "acc")
     try:
         js = hc.jetstream(domain="hub")
         for _ in range(50):  # the acks cross the link after the pulls' replies

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
@@ -65,12 +65,15 @@ async def _until(fn: Callable[[], Any], tries: int = 100) -> Any:
     raise AssertionError("never answered")
 
 
-async def scenario(hub: Hub, leaf: ServerProcess) -> dict:
+async def scenario(hub: Hub, leaf: ServerProcess,
+                   connect: Callable[[int, str], Awaitable[Any]] | None = None) -> dict:
+    """`connect(port, user)` for the leaf's users a, b and the hub's ca, cb: by default with passwords."""
+    async def by_password(port: int, user: str) -> Any:
+        return await nats.connect(f"nats://{user}:{user}@127.0.0.1:{port}")
+    connect = connect or by_password
     out: dict[str, Any] = {}
-    la = await nats.connect(f"nats://a:a@127.0.0.1:{leaf.port}")
-    lb = await nats.connect(f"nats://b:b@127.0.0.1:{leaf.port}")
-    ha = await nats.connect(f"nats://ca:ca@127.0.0.1:{hub.port}")
-    hb = await nats.connect(f"nats://cb:cb@127.0.0.1:{hub.port}")
+    la, lb = await connect(leaf.port, "a"), await connect(leaf.port, "b")
+    ha, hb = await connect(hub.port, "ca"), await connect(hub.port, "cb")
     try:
         async def on_leaf_svc(m: Any) -> None:
             await m.respond(b"leaf:" + m.subject.encode())

@@ -363,7 +363,8 @@ def test_accountz_lists_imports_and_mappings_alike(start_server: Callable[..., S
             # nats-server also lists the system account's imports it adds to every account (edged has none);
             # service imports come in nats-server's map order
             docs[kind].append((sorted((i for i in d.get("imports", []) if i["account"] != "$SYS"),
-                                      key=lambda i: (i["type"], i["subject"])), d.get("mappings")))
+                                      key=lambda i: (i["type"], i["subject"])), d.get("mappings"),
+                               sorted(d.get("exports", []), key=lambda e: (e["type"], e["subject"]))))
     assert docs["edged"] == docs["nats-server"]
     assert any(i.get("local_subject") == "from_a.pub.>" for i in docs["edged"][0][0])
     assert docs["edged"][1][1] == {"in.*": [{"subject": "svc.mapped.$1", "weight": 100}]}

@@ -51,3 +51,41 @@ def test_pull_request_bodies_a_plain_consumer_refuses_or_ignores() -> None:
     ref = got["nats-server"]
     assert sum(1 for _, g in ref if g and g[0][0] == "400") >= 7, ref
     assert got["edged"] == ref
+
+
+async def _fetch_heartbeats(url: str) -> list[Any]:
+    """nats-py's own fetch-with-heartbeat sequence (its test_fetch_heartbeats): a fetch of 20 held back
+    by max_ack_pending 5 is a no_wait request with an expiry; nats-server ends it with 404 at its first
+    heartbeat tick, so the next fetch does not find stale messages and send a no-expiry request."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="events", subjects=["events.>"])
+    await js.add_consumer("events", durable_name="a", max_deliver=2, max_waiting=5, ack_wait=30,
+                          max_ack_pending=5, filter_subject="events.>")
+    sub = await js.pull_subscribe_bind("a", stream="events")
+    out: list[Any] = []
+
+    async def fetch(n: int, timeout: float, hb: float) -> None:
+        try:
+            msgs = await sub.fetch(n, timeout=timeout, heartbeat=hb)
+        except Exception as e:  # noqa: BLE001 - the kind of failure is the observable result
+            out.append((n, hb, type(e).__name__, getattr(e, "description", None)))
+            return
+        for m in msgs:
+            await m.ack_sync()
+        out.append((n, hb, [m.data for m in msgs]))
+
+    await fetch(1, 1, 0.1)
+    for i in range(15):
+        await js.publish(f"events.{i}", b"i:%d" % i)
+    for n, timeout, hb in ((5, 5, 0.1), (1, 1, 0.1), (20, 2, 0.1), (4, 2, 0.1), (4, 1, 0.1), (1, 1, 0.5)):
+        await fetch(n, timeout, hb)
+    await nc.close()
+    return out
+
+
+def test_fetch_with_heartbeat_held_back_by_max_ack_pending() -> None:
+    got = replies_of_both(_fetch_heartbeats, "js-fetchhb-")
+    ref = got["nats-server"]
+    assert ref[4][2] == [b"i:11", b"i:12", b"i:13", b"i:14"], ref
+    assert got["edged"] == ref

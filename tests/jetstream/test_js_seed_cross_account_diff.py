@@ -9,7 +9,7 @@ import asyncio
 import json
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,12 @@ DELIVER = "deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc"
 
 
 
-async def scenario(srv: ServerProcess) -> dict[str, Any]:
-    acc = await nats.connect(f"nats://acc:acc@127.0.0.1:{srv.port}")
-    im = await nats.connect(f"nats://import_mirror:import_mirror@127.0.0.1:{srv.port}")
-    ic = await nats.connect(f"nats://import_client:import_client@127.0.0.1:{srv.port}")
+async def scenario(srv: ServerProcess, connect: Callable[[str], Awaitable[Any]] | None = None) -> dict[str, Any]:
+    """`connect(user)` (acc, import_mirror, import_client): by default the seed's users and passwords."""
+    async def by_password(user: str) -> Any:
+        return await nats.connect(f"nats://{user}:{user}@127.0.0.1:{srv.port}")
+    connect = connect or by_password
+    acc, im, ic = await connect("acc"), await connect("import_mirror"), await connect("import_client")
     out: dict[str, Any] = {}
     try:
         made = await _req(acc, "$JS.API.STREAM.CREATE.aggregate-test-leaf",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 
 
 class NotifySocket:
@@ -40,6 +41,15 @@ class NotifySocket:
             if m is not None and key in m and (value is None or m[key] == value):
                 return m
         raise AssertionError(f"no {key}{'=' + value if value else ''} in {timeout}s; got {self.messages}")
+
+    def wait_status(self, pred: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """Read until a STATUS= text satisfies `pred` (STATUS is refreshed when it changes)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            m = self.read(left)
+            if m is not None and "STATUS" in m and pred(m["STATUS"]):
+                return m["STATUS"]
+        raise AssertionError(f"no such STATUS in {timeout}s; got {[m.get('STATUS') for m in self.messages]}")
 
     def close(self) -> None:
         self.sock.close()

@@ -21,6 +21,7 @@ import nats
 import nkeys
 import pytest
 
+from edged import bundle, fleet
 from edged.creds import format_creds
 from edged.jwt import encode, new_keypair
 from tests.packaging.nspawn import (
@@ -32,7 +33,8 @@ from tests.packaging.nspawn import (
     run_in_root,
 )
 from tests.support.aio import run
-from tests.support.servers import ROOT, free_port, wait_port
+from tests.support.certs import make_pki
+from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
 
 pytestmark = [
     pytest.mark.slow,
@@ -118,7 +120,16 @@ def _wait(what: str, pred, timeout: float = 60.0) -> None:  # type: ignore[no-un
 def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict[str, Path], tmp_path: Path) -> None:
     root = ensure_root("amd64")
     port, http = free_port(), free_port()
-    binds = {str(debs["amd64"].parent): "/dist", str(debs["upgrade"].parent): "/dist-up"}
+    # a provisioning bundle with a CA, read by the installed package on Debian's cryptography (38)
+    acc = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    jwt, seed = fleet.mint_user(acc, acc.public_key.decode(), "dev1", {}, 86400)
+    (tmp_path / "pki").mkdir()
+    with open(make_pki(str(tmp_path / "pki"))["ca"], encoding="ascii") as f:
+        ca = f.read()
+    bundle.write(bundle.make("dev1", ["tls://127.0.0.1:7422"], jwt, seed, domain="edge", ca_pem=ca),
+                 str(tmp_path / "bundle"))
+    binds = {str(debs["amd64"].parent): "/dist", str(debs["upgrade"].parent): "/dist-up",
+             str(tmp_path / "bundle"): "/bundle"}
     with Booted(root, binds, str(tmp_path / "boot.log")) as c:
         # flags appended to ExecStart by a drop-in, the watchdog made short, the loop-blocking aid enabled
         c.write("/etc/systemd/system/edged.service.d/test.conf",
@@ -131,11 +142,16 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         assert _show(c, "StatusText").startswith("ready: "), _show(c, "StatusText")
         assert c.run(["edged", "--version"]).stdout.startswith(f"edged {VERSION} ")
         assert c.sh("stat -c '%U %a' /etc/edged/creds /var/lib/edged").split("\n")[:2] == ["edged 700", "edged 750"]
+        assert 'EDGED_DOMAIN: ""' in c.sh("cat /etc/edged/provisioned.conf")  # ready for edged provision
         assert c.sh("ps -o user= -p $(systemctl show -p MainPID --value edged) 2>/dev/null || "
                     "stat -c %U /proc/$(systemctl show -p MainPID --value edged)").strip() == "edged"
         wait_port(port)
         run(_publish(port, 5))
         assert c.sh("ls /var/lib/edged/jetstream").strip()
+        got = c.sh("python3 -I -c 'import sys; sys.path[0:0] = [\"/usr/lib/edged\", \"/usr/lib/edged/vendor/py3\", "
+                   "\"/usr/lib/edged/vendor/cp311\"]; import cryptography; from edged import bundle; "
+                   "b = bundle.read(\"/bundle\"); print(cryptography.__version__, b.device, b.domain, bool(b.ca_pem))'")
+        assert got.split() == ["38.0.4", "dev1", "edge", "True"], got
         journal = c.sh("journalctl -u edged --no-pager -o cat")
         assert "through python3-systemd" in journal, journal[-2000:]
         warnings = c.sh("journalctl -u edged --no-pager -o cat -p warning")  # levels reach journald
@@ -158,19 +174,29 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         wait_port(port)
         assert run(_stored(port)) == [f"m{i}".encode() for i in range(5)]
 
-        # creds handed in by systemd (LoadCredential=), read from $CREDENTIALS_DIRECTORY; the link doctor
-        # reports that they expire in two days in STATUS, and /healthz stays 200 with the warning
-        c.write("/etc/edged/creds/hub.creds", _creds_text(2 * 86400 + 600))
-        c.write("/etc/systemd/system/edged.service.d/creds.conf",
-                "[Service]\nLoadCredential=hub.creds:/etc/edged/creds/hub.creds\n")
-        c.sh("chmod 600 /etc/edged/creds/hub.creds && cat >> /etc/edged/edged.conf <<'EOF'\n"
-             f"leafnodes {{ remotes: [ {{ url: \"nats://127.0.0.1:{free_port()}\", "
-             "credentials: \"$CREDENTIALS_DIRECTORY/hub.creds\" } ] }\nEOF\n"
-             "systemctl daemon-reload && systemctl restart edged")
-        creds_line = "creds /run/credentials/edged.service/hub.creds expire in 2d"
-        _wait("the creds warning in STATUS", lambda: creds_line in _show(c, "StatusText"))
-        with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=10) as r:
-            assert r.status == 200 and creds_line in json.loads(r.read()).get("warnings", [])
+        # a hub link laid out as `edged provision` lays it out (provisioned.conf: the remote, EDGED_DOMAIN),
+        # to a real nats-server; creds handed in by systemd (LoadCredential=), read from
+        # $CREDENTIALS_DIRECTORY; the link doctor shows that they expire in two days in STATUS, and
+        # /healthz stays 200 with the warning
+        leaf_port = free_port()
+        hub = ServerProcess("nats-server", config=f"leafnodes {{ port: {leaf_port} }}").start()
+        try:
+            c.write("/etc/edged/creds/hub.creds", _creds_text(2 * 86400 + 600))
+            c.write("/etc/systemd/system/edged.service.d/creds.conf",
+                    "[Service]\nLoadCredential=hub.creds:/etc/edged/creds/hub.creds\n")
+            c.write("/etc/edged/provisioned.conf",
+                    f'EDGED_DOMAIN: "edge"\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}", '
+                    'credentials: "$CREDENTIALS_DIRECTORY/hub.creds" } ] }\n')
+            c.sh("chmod 600 /etc/edged/creds/hub.creds && systemctl daemon-reload && systemctl restart edged")
+            creds_path = "/run/credentials/edged.service/hub.creds"
+            _wait("the creds warning in STATUS", lambda: creds_path in _show(c, "StatusText"))
+            status = _show(c, "StatusText")
+            assert f"leaf 127.0.0.1:{leaf_port} up" in status and "expire in 2.0 days" in status, status
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=10) as r:
+                assert r.status == 200
+                assert [w for w in json.loads(r.read()).get("warnings", []) if creds_path in w and "2.0 days" in w]
+        finally:
+            hub.stop()
 
         # upgrade: the edited conffile and the store stay
         c.sh("echo '# edited by the admin' >> /etc/edged/edged.conf")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -79,26 +80,32 @@ def test_watchdog_meant_for_another_pid_is_not_fed(start_server) -> None:  # typ
 
 
 def test_status_and_healthz_report_the_link_doctor(start_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A remote that is down shows in STATUS; creds that expire in two days show in STATUS and in
-    /healthz's `warnings`, while /healthz stays 200 (a warning is no reason to restart)."""
+    """A remote that is down shows in STATUS. Creds that expire in two days, once a real hub (nats-server)
+    took them, show in STATUS and in /healthz's `warnings`, while /healthz stays 200 (a warning is no
+    reason to restart)."""
     ns = NotifySocket(str(tmp_path))
-    dead = free_port()
+    dead, leaf_port = free_port(), free_port()
+    start_server("nats-server", config=f"leafnodes {{ port: {leaf_port} }}")
     creds = str(tmp_path / "edge.creds")
     account = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
     user = new_keypair(nkeys.PREFIX_BYTE_USER)
     claims = {"sub": user.public_key.decode(), "exp": int(time.time()) + 2 * 86400 + 600, "nats": {"type": "user"}}
     write_creds_file(creds, encode(claims, account), user.seed)
-    conf = CONF + f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{dead}", credentials: "{creds}" }} ] }}\n'
+    conf = 'jetstream { store_dir: "./js", domain: "edge" }\n' + (f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{dead}" }}, '
+                   f'{{ url: "nats://127.0.0.1:{leaf_port}", credentials: "{creds}" }} ] }}\n')
     http = free_port()
     try:
         srv = start_server("edged", config=conf, http_port=http, env={"NOTIFY_SOCKET": ns.env_value})
-        status = ns.wait_for("READY", "1")["STATUS"]
+        ns.wait_for("READY", "1")
+        status = ns.wait_status(lambda s: "WARNING" in s)
         assert f"leaf 127.0.0.1:{dead} down" in status, status
-        assert f"WARNING: creds {creds} expire in 2d" in status, status
+        assert f"leaf 127.0.0.1:{leaf_port} up" in status, status
+        assert re.search(rf"WARNING: leafnode credentials {re.escape(creds)} .*expire in 2\.0 days", status), status
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=5) as r:
             assert r.status == 200
             doc = json.loads(r.read())
-        assert doc["status"] == "ok" and doc["warnings"] == [f"creds {creds} expire in 2d"], doc
+        assert doc["status"] == "ok" and len(doc["warnings"]) == 1, doc
+        assert creds in doc["warnings"][0] and "expire in 2.0 days" in doc["warnings"][0], doc
         srv.signal(signal.SIGTERM)
         ns.wait_for("STOPPING", "1")
     finally:

@@ -7,16 +7,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
 
-import nkeys
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edged.creds import CredsError, write_creds_file
-from edged.doctor import Silence, creds_expiry, duration_text, expiry_finding
-from edged.jwt import encode, new_keypair
+from edged.doctor import Silence, duration_text
 from edged.systemd import Notifier, one_line, raw_sender, socket_address, watchdog_interval
 from storage.base import StoreClosedError
 from storage.sqlite import SQLiteStore
@@ -85,47 +81,6 @@ def test_silence_counts_from_the_last_message() -> None:
     assert s.sample(1, 11, 170.0) == 0  # a message went through
     assert s.sample(1, 11, 800.0) == 630
     assert s.sample(2, 11, 801.0) == 0  # a new connection
-
-
-def _creds(path: str, exp: float | None) -> None:
-    account = new_keypair(nkeys.PREFIX_BYTE_ACCOUNT)
-    user = new_keypair(nkeys.PREFIX_BYTE_USER)
-    claims = {"sub": user.public_key.decode(), "name": "dev", "nats": {"type": "user"}}
-    if exp is not None:
-        claims["exp"] = int(exp)
-    write_creds_file(path, encode(claims, account), user.seed)
-
-
-def test_creds_expiry_findings(tmp_path: object) -> None:
-    now = time.time()
-    soon, later, never = (os.path.join(str(tmp_path), n) for n in ("soon.creds", "later.creds", "never.creds"))
-    _creds(soon, now + 3 * 86400)
-    _creds(later, now + 30 * 86400)
-    _creds(never, None)
-    assert expiry_finding(soon, creds_expiry(soon), now) == f"creds {soon} expire in 3d"
-    assert expiry_finding(later, creds_expiry(later), now) == ""
-    assert creds_expiry(never) is None and expiry_finding(never, None, now) == ""
-    assert expiry_finding(soon, creds_expiry(soon), now + 4 * 86400) == f"creds {soon} expired 24h ago"
-
-
-def test_creds_expiry_rereads_a_changed_file(tmp_path: object) -> None:
-    path = os.path.join(str(tmp_path), "dev.creds")
-    cache: dict[str, tuple[float, float | None]] = {}
-    _creds(path, time.time() + 86400)
-    first = creds_expiry(path, cache)
-    _creds(path, time.time() + 90 * 86400)
-    os.utime(path, (time.time() + 5, time.time() + 5))
-    assert creds_expiry(path, cache) != first
-
-
-def test_creds_expiry_errors_name_the_file(tmp_path: object) -> None:
-    bad = os.path.join(str(tmp_path), "bad.creds")
-    with open(bad, "w") as f:
-        f.write("not creds")
-    with pytest.raises(CredsError, match="bad.creds"):
-        creds_expiry(bad)
-    with pytest.raises(CredsError, match="missing.creds"):
-        creds_expiry(os.path.join(str(tmp_path), "missing.creds"))
 
 
 def test_store_probe_commits_a_row(tmp_path: object) -> None:

@@ -98,7 +98,7 @@ websocket {
   compression: true
   handshake_timeout: "2s"
   headers { X-Edge: "yes" }
-  authorization { user: w, password: p }
+  authorization { timeout: 2 }
 }
 accounts {
   A {

@@ -25,7 +25,10 @@ def test_known_keys_of_every_block_load() -> None:
     assert o.server_name == "S1" and o.jetstream.store_dir == "./js"
     assert [a.name for a in o.accounts] == ["A", "B"]
     ignored = {w.key for w in o.warnings}
-    assert {"cluster", "gateway", "mqtt", "websocket", "limits", "proxies"} <= ignored
+    assert {"cluster", "gateway", "mqtt", "limits", "proxies"} <= ignored and "websocket" not in ignored
+    w = o.websocket
+    assert w is not None and w.no_tls and w.compression and w.handshake_timeout == 2
+    assert (w.auth_timeout, w.headers) == (2, {"X-Edge": "yes"})
 
 
 def test_every_unknown_key_of_a_file_is_reported() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import os
 import tempfile
-import zlib
 
 import nacl.signing
 import nkeys
@@ -16,7 +15,6 @@ from hypothesis import strategies as st
 
 from edged.creds import read_creds_file
 from edged.jetstream.domain import decode_ack_reply as decode_js_ack_reply
-from edged.leafnode import websocket as W
 from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
@@ -198,60 +196,6 @@ def test_creds_and_signature() -> None:
     with pytest.raises(ValueError, match="malformed"):
         read_creds_file(f.name)
     os.unlink(f.name)
-
-
-# ------------------------------------------------------------------------------ websocket framing
-
-
-def test_ws_upgrade_and_accept() -> None:
-    req = W.upgrade_request("h", 8080, "/pre", "dGhlIHNhbXBsZSBub25jZQ==", True, True)
-    assert req.startswith(b"GET /pre/leafnode HTTP/1.1\r\nHost: h:8080\r\n")
-    assert b"Nats-No-Masking: true" in req and b"permessage-deflate" in req
-    assert W.accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 example
-    key = "dGhlIHNhbXBsZSBub25jZQ=="
-    ok = (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-          b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nNats-No-Masking: true")
-    assert W.parse_upgrade_response(ok, key) == (True, False)
-    with pytest.raises(W.WSError):
-        W.parse_upgrade_response(ok.replace(b"101", b"403"), key)
-    with pytest.raises(W.WSError):
-        W.parse_upgrade_response(ok.replace(b"s3pP", b"AAAA"), key)
-    with pytest.raises(W.WSError, match="no_context_takeover"):
-        W.parse_upgrade_response(ok + b"\r\nSec-WebSocket-Extensions: permessage-deflate", key)
-
-
-@settings(max_examples=150, deadline=None)
-@given(payloads=st.lists(st.binary(max_size=70000), min_size=1, max_size=3), mask=st.booleans(),
-       step=st.integers(min_value=1, max_value=5000))
-def test_ws_frames_roundtrip(payloads: list[bytes], mask: bool, step: int) -> None:
-    data = b"".join(W.encode_frame(W.OP_BINARY, p, mask) for p in payloads)
-    dec = W.WSFrameDecoder()
-    out = []
-    for i in range(0, len(data), step):
-        out += dec.feed(data[i:i + step])
-    assert b"".join(p for _, p in out) == b"".join(payloads)
-
-
-def test_ws_compressed_and_control_frames() -> None:
-    raw = b"LMSG a 3\r\nabc\r\n" * 20
-    comp = W.compress(raw)
-    assert zlib.decompressobj(-zlib.MAX_WBITS).decompress(comp + b"\x00\x00\xff\xff") == raw
-    dec = W.WSFrameDecoder(deflate=True)
-    frames = W.encode_frame(W.OP_BINARY, comp, False, rsv1=True) + W.encode_frame(W.OP_PING, b"hi", False)
-    assert dec.feed(frames) == [(W.OP_BINARY, raw), (W.OP_PING, b"hi")]
-    with pytest.raises(W.WSError):
-        W.WSFrameDecoder().feed(W.encode_frame(W.OP_BINARY, comp, False, rsv1=True))
-    with pytest.raises(W.WSError):
-        W.WSFrameDecoder().feed(bytes([0x89, 126, 0, 200]) + b"x" * 200)  # control frame > 125
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=64))
-def test_ws_decoder_random_input(data: bytes) -> None:
-    try:
-        W.WSFrameDecoder(deflate=True).feed(data)
-    except (W.WSError, zlib.error):
-        pass
 
 
 def test_proxy_heads() -> None:
