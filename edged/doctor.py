@@ -16,7 +16,33 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from edged.server import Server
 
-SILENT_AFTER_S = 600.0  # connected, no message either way for this long: reported
+SILENT_AFTER_S = 600.0  # connected, no message either way for this long: reported (the default)
+
+
+@dataclass
+class DoctorSettings:
+    """`edged { doctor { silent_after: 10m } }`: how long a connected link may carry nothing before the
+    doctor mentions it (0 turns that finding off)."""
+
+    silent_after: float = SILENT_AFTER_S
+
+    @classmethod
+    def from_block(cls, edged_block: dict[str, Any]) -> DoctorSettings:
+        from edged.config import parse_duration
+
+        s = cls()
+        block = edged_block.get("doctor") or {}
+        if not isinstance(block, dict):
+            raise ValueError("edged { doctor }: expected a block { }")
+        for k, v in block.items():
+            if k.lower() != "silent_after":
+                raise ValueError(f"edged {{ doctor }}: unknown setting {k!r} (silent_after)")
+            if isinstance(v, bool) or not isinstance(v, int | float | str):
+                raise ValueError("edged { doctor { silent_after } } must be a duration (10m) or seconds")
+            s.silent_after = parse_duration(v) if isinstance(v, str) else float(v)
+            if s.silent_after < 0:
+                raise ValueError("edged { doctor { silent_after } } must not be negative")
+        return s
 
 
 def duration_text(s: float) -> str:
@@ -49,9 +75,8 @@ class Silence:
 class LinkDoctor:
     """Per-server findings; sampled whenever asked (STATUS refresh, /healthz)."""
 
-    def __init__(self, server: Server, silent_after: float = SILENT_AFTER_S) -> None:
+    def __init__(self, server: Server) -> None:
         self._server = weakref.ref(server)
-        self.silent_after = silent_after
         self._silence: dict[int, Silence] = {}
 
     def findings(self, now: float | None = None) -> list[str]:
@@ -60,6 +85,8 @@ class LinkDoctor:
         if lm is None:
             return []
         now = time.time() if now is None else now
+        assert server is not None
+        silent_after = DoctorSettings.from_block(server.opts.edged).silent_after  # follows a reload
         # the creds keeper of the leafnode remotes knows their creds (expiry, a refused rotation)
         out: list[str] = list(lm.creds_warnings())
         for lk in lm.links:
@@ -68,7 +95,7 @@ class LinkDoctor:
                 self._silence.pop(lk.index, None)
                 continue
             quiet = self._silence.setdefault(lk.index, Silence()).sample(conn.cid, conn.in_msgs + conn.out_msgs, now)
-            if quiet >= self.silent_after:
+            if silent_after and quiet >= silent_after:
                 out.append(f"leaf {_remote_name(lk)} connected but silent for {duration_text(quiet)}")
         return out
 

@@ -17,12 +17,15 @@ import tempfile
 import time
 import urllib.request
 
+import nats
+import nats.errors
 import nkeys
 import pytest
 
 from edged.creds import write_creds_file
 from edged.jwt import encode, new_keypair
 from tests.packaging.notifysock import NotifySocket
+from tests.support.aio import run
 from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
 
 CONF = """
@@ -106,6 +109,50 @@ def test_status_and_healthz_report_the_link_doctor(start_server, tmp_path) -> No
             doc = json.loads(r.read())
         assert doc["status"] == "ok" and len(doc["warnings"]) == 1, doc
         assert creds in doc["warnings"][0] and "expire in 2.0 days" in doc["warnings"][0], doc
+        srv.signal(signal.SIGTERM)
+        ns.wait_for("STOPPING", "1")
+    finally:
+        ns.close()
+
+
+def test_link_doctor_reports_a_silent_link(start_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A leafnode link to a real hub that carries no message for `silent_after` is named in STATUS and
+    /healthz (200); a message over it clears the finding."""
+    ns = NotifySocket(str(tmp_path))
+    leaf_port, http = free_port(), free_port()
+    hub = start_server("nats-server", config=f"leafnodes {{ port: {leaf_port} }}")
+    conf = (f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}" }} ] }}\n'
+            'edged { doctor { silent_after: 1s } }\n')
+    try:
+        srv = start_server("edged", config=conf, http_port=http, env={"NOTIFY_SOCKET": ns.env_value})
+        ns.wait_for("READY", "1")
+        silent = f"leaf 127.0.0.1:{leaf_port} connected but silent for"
+        status = ns.wait_status(lambda s: silent in s)
+        assert f"leaf 127.0.0.1:{leaf_port} up" in status, status
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/healthz", timeout=5) as r:
+            assert r.status == 200 and any(silent in w for w in json.loads(r.read())["warnings"])
+
+        async def traffic() -> None:  # a subscriber on the hub, a publisher on edged: LMSGs cross the link
+            hub_nc = await nats.connect(hub.url)
+            edge_nc = await nats.connect(srv.url)
+            try:
+                sub = await hub_nc.subscribe("doctor.>")
+                await hub_nc.flush()
+                for _ in range(100):
+                    await edge_nc.publish("doctor.x", b"hi")
+                    await edge_nc.flush()
+                    try:
+                        await sub.next_msg(timeout=0.2)
+                        return
+                    except nats.errors.TimeoutError:
+                        continue
+                raise AssertionError("no message crossed the link")
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+
+        run(traffic())
+        ns.wait_status(lambda s: silent not in s and "up" in s)  # the link carried something: no finding
         srv.signal(signal.SIGTERM)
         ns.wait_for("STOPPING", "1")
     finally:

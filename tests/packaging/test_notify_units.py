@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edged.doctor import Silence, duration_text
+from edged.doctor import DoctorSettings, Silence, duration_text
 from edged.systemd import Notifier, one_line, raw_sender, socket_address, watchdog_interval
 from storage.base import StoreClosedError
 from storage.sqlite import SQLiteStore
 from tests.packaging.notifysock import NotifySocket
+from tests.support.servers import ROOT
 
 
 def test_socket_address_abstract_and_path() -> None:
@@ -97,3 +100,33 @@ def test_store_probe_commits_a_row(tmp_path: object) -> None:
     with sqlite3.connect(db) as c:
         (value,) = c.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone()
     assert int(value) > 0
+
+
+@pytest.mark.parametrize(("block", "expected"), [
+    ({}, 600.0),
+    ({"doctor": {"silent_after": "2m"}}, 120.0),
+    ({"doctor": {"silent_after": 5}}, 5.0),
+    ({"doctor": {"silent_after": 0}}, 0.0),
+])
+def test_doctor_settings(block: dict[str, object], expected: float) -> None:
+    assert DoctorSettings.from_block(block).silent_after == expected
+
+
+@pytest.mark.parametrize(("block", "error"), [
+    ({"doctor": {"silent": "2m"}}, "unknown setting 'silent'"),
+    ({"doctor": {"silent_after": True}}, "must be a duration"),
+    ({"doctor": {"silent_after": -1}}, "must not be negative"),
+    ({"doctor": "x"}, "expected a block"),
+])
+def test_doctor_settings_refused(block: dict[str, object], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        DoctorSettings.from_block(block)
+
+
+def test_edged_check_names_a_bad_doctor_setting(tmp_path: object) -> None:
+    conf = os.path.join(str(tmp_path), "e.conf")
+    with open(conf, "w") as f:
+        f.write("edged { doctor { silent_afer: 1m } }\n")
+    r = subprocess.run([sys.executable, "-m", "edged", "check", "-c", conf], capture_output=True, text=True,
+                       cwd=str(ROOT))
+    assert r.returncode == 1 and "edged { doctor }: unknown setting 'silent_afer'" in r.stderr, r.stderr
