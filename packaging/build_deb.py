@@ -222,7 +222,7 @@ def cross_msgspec(pin: str, arch: str, py: str, out: Path, cache: Path) -> Path:
         sdist = next(iter(sorted(src_dir.glob(f"{name}-{ver}.tar.gz"))))
     import tarfile
 
-    work = cache / "cross" / f"{name}-{ver}-{arch}-cp{py}"
+    work = cache / "cross" / f"{name}-{ver}-{arch}-cp{py}-{os.getpid()}"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -240,8 +240,9 @@ def cross_msgspec(pin: str, arch: str, py: str, out: Path, cache: Path) -> Path:
         raise BuildError(f"cross-compiling {pin} for {arch} failed:\n{r.stderr[-3000:]}")
     tag = f"cp{py}-cp{py}-{WHEEL_TAGS[arch]}"
     whl = out / f"{name}-{ver}-{tag}.whl"
+    tmp = work / whl.name  # renamed into the cache when complete: another build never sees half a wheel
     info = f"{name}-{ver}.dist-info"
-    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         def add(arc: str, data: bytes) -> None:
             zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
             zi.external_attr = (0o755 if arc.endswith(".so") else 0o644) << 16
@@ -255,6 +256,8 @@ def cross_msgspec(pin: str, arch: str, py: str, out: Path, cache: Path) -> Path:
         add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: edged build_deb (cross gcc)\nRoot-Is-Purelib: false\n"
                              f"Tag: {tag}\n".encode())
         add(f"{info}/licenses/LICENSE", (top / "LICENSE").read_bytes())
+    os.replace(tmp, whl)
+    shutil.rmtree(work, ignore_errors=True)
     return whl
 
 
@@ -435,21 +438,25 @@ def build(arch: str, out_dir: Path, work: Path, ver: str = "") -> Path:
         raise BuildError(f"unknown architecture {arch!r} (one of {', '.join(ARCHES)})")
     deps = plan(runtime_requirements())
     epoch = source_date_epoch()
-    stage = work / f"stage-{arch}"
+    # one stage per process (parallel test workers build at once); the wheel cache is shared
+    stage = work / f"stage-{arch}-{os.getpid()}"
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    ver = ver or version()
-    build_tree(stage, arch, deps, work / "wheels", epoch, ver)
-    normalise(stage, epoch)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    deb = out_dir / f"edged_{ver}_{arch}.deb"
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
-    r = subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(stage), str(deb)],
-                       capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise BuildError(f"dpkg-deb failed: {r.stderr.strip()}")
-    return deb
+    try:
+        ver = ver or version()
+        build_tree(stage, arch, deps, work / "wheels", epoch, ver)
+        normalise(stage, epoch)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        deb = out_dir / f"edged_{ver}_{arch}.deb"
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
+        r = subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(stage), str(deb)],
+                           capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            raise BuildError(f"dpkg-deb failed: {r.stderr.strip()}")
+        return deb
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
