@@ -21,6 +21,7 @@ import nats
 import nats.errors
 import nkeys
 import pytest
+from nats.js.api import StreamSource
 
 from edged.creds import write_creds_file
 from edged.jwt import encode, new_keypair
@@ -153,6 +154,33 @@ def test_link_doctor_reports_a_silent_link(start_server, tmp_path) -> None:  # t
 
         run(traffic())
         ns.wait_status(lambda s: silent not in s and "up" in s)  # the link carried something: no finding
+        srv.signal(signal.SIGTERM)
+        ns.wait_for("STOPPING", "1")
+    finally:
+        ns.close()
+
+
+def test_status_line_shows_mirror_lag(start_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A mirror's lag appears in STATUS (from the same figures as /jsz's edged_backlog)."""
+    ns = NotifySocket(str(tmp_path))
+    try:
+        srv = start_server("edged", config=CONF, env={"NOTIFY_SOCKET": ns.env_value})
+        ns.wait_for("READY", "1")
+
+        async def streams() -> None:
+            nc = await nats.connect(srv.url)
+            try:
+                js = nc.jetstream()
+                await js.add_stream(name="ORIG", subjects=["orig.>"])
+                await js.add_stream(name="COPY", mirror=StreamSource(name="ORIG"))
+                for i in range(3):
+                    await js.publish(f"orig.{i}", b"x")
+            finally:
+                await nc.close()
+
+        run(streams())
+        status = ns.wait_status(lambda s: "mirrors 0 msgs behind" in s)
+        assert status.startswith("ready: "), status
         srv.signal(signal.SIGTERM)
         ns.wait_for("STOPPING", "1")
     finally:
