@@ -8,6 +8,7 @@ import os
 import re
 import signal
 
+from tests.packaging.notifysock import NotifySocket
 from tests.support.servers import ServerProcess
 
 
@@ -16,13 +17,16 @@ def _lines(journal_match: bool) -> list[str]:
     with open(srv.log_path, "ab"):
         pass
     st = os.stat(srv.log_path if journal_match else srv.workdir)
-    srv.env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}", "EDGED_DEBUG_HANG": "1"}
+    ns = NotifySocket(srv.workdir)
+    srv.env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}", "EDGED_DEBUG_HANG": "1", "NOTIFY_SOCKET": ns.env_value}
     srv.start()
     try:
+        ns.wait_for("READY", "1")  # sent once the signal handlers are in place: SIGTERM is a clean stop
         srv.signal(signal.SIGTERM)
         assert srv.proc is not None and srv.proc.wait(30) == 0
     finally:
         srv.stop()
+        ns.close()
     return [ln for ln in srv.log_tail(100_000).splitlines() if ln]
 
 
