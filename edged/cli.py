@@ -310,12 +310,14 @@ def validate(opts: Options) -> None:
         from edged.tlsconf import server_ssl_context
 
         server_ssl_context(opts.tls)
-    # edged's own blocks: `edged { creds { } hw { } }` (their errors say which setting)
+    # edged's own blocks: `edged { creds { } hw { } doctor { } }` (their errors say which setting)
+    from edged.doctor import DoctorSettings
     from edged.leafnode.credsfile import CredsSettings
     from hw.health import HwSettings
 
     CredsSettings.from_block(opts.edged)
     HwSettings.from_block(opts.edged)
+    DoctorSettings.from_block(opts.edged)
 
 
 def _read_pid(target: str) -> str:

@@ -75,6 +75,7 @@ class Server:
         self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
+        self.systemd: Any = None  # edged.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
         self._activation_timer: asyncio.TimerHandle | None = None  # the first activation token to run out
         self._activation_at = 0.0
         self._build_accounts()
@@ -375,6 +376,8 @@ class Server:
             return
         self.shutting_down = True
         log.info("Initiating Shutdown...")
+        if self.systemd is not None:
+            self.systemd.stopping()
         self._close_listeners()
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
@@ -416,7 +419,17 @@ class Server:
         await self.shutdown()
 
     def reload(self) -> None:
-        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients."""
+        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients.
+        Under systemd it is framed by RELOADING=1 and READY=1, so `systemctl reload` waits for it."""
+        if self.systemd is not None:
+            self.systemd.reloading()
+        try:
+            self._reload()
+        finally:
+            if self.systemd is not None:
+                self.systemd.reloaded()
+
+    def _reload(self) -> None:
         if not self.opts.config_file:
             log.warning("Reload requested but no configuration file was given")
             return
@@ -500,6 +513,11 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
     loop.add_signal_handler(
         signal.SIGUSR1, lambda: logmod.setup(opts.debug, opts.trace, opts.logtime, opts.log_file)
     )
+    from edged.systemd import attach
+
+    # READY=1 (with STATUS= and the watchdog) when run by systemd: after the handlers, so a reload or
+    # stop that systemd sends right away is handled, not fatal
+    attach(srv)
     await srv.wait_stopped()
     return 0
 

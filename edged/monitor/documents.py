@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from edged import API_LEVEL, SERVER_VERSION
 from edged.account_jwt import untokenize
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
+from edged.doctor import doctor_of
 from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.imports import StreamImportRule
 from edged.log import log
@@ -924,11 +925,11 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
 
 
 def _healthy(server: Server) -> dict[str, Any]:
-    """An ok HealthStatus; edged adds `warnings` (creds expiring soon, a refused creds rotation) that are
-    worth a person's attention but no reason for a supervisor to restart anything."""
+    """An ok HealthStatus; edged adds `warnings` (the link doctor's: creds expiring soon or a refused creds
+    rotation, a link connected but silent for long) worth a person's attention but no reason for a
+    supervisor to restart anything."""
     h: dict[str, Any] = {"status": "ok", "status_code": 200}
-    lm = server.leafnodes
-    warnings = lm.creds_warnings() if lm is not None else []
+    warnings = doctor_of(server).findings()
     if warnings:
         h["warnings"] = warnings
     return h
