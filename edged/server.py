@@ -495,6 +495,12 @@ class Server:
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
+    loop = asyncio.get_running_loop()
+    # a stop asked for while starting (the client port may accept before start() returns) is kept and
+    # carried out once started, as nats-server handles its signals from the start: exit 0, not -15
+    early_stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, early_stop.append, sig)
     try:
         srv = build(opts)
         await srv.start()
@@ -505,7 +511,9 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
         log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
         log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
-    loop = asyncio.get_running_loop()
+    if early_stop:
+        await srv.shutdown()
+        return 0
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGUSR2, lambda: loop.create_task(srv.lame_duck_mode()))
