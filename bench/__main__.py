@@ -24,7 +24,8 @@ from bench.harness import RESULTS, Report
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "core": ("bench.core",),
-    "js": ("bench.js_publish", "bench.js_consume"),
+    "js": ("bench.js_publish", "bench.js_consume", "bench.js_fast_batch"),
+    "jsfb": ("bench.js_fast_batch",),
     "jsp": ("bench.js_publish",),
     "jsc": ("bench.js_consume",),
     "jsl2": ("bench.js_level2",),

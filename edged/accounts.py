@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edged.options import AccountConfig
-from edged.receiver import KIND_LEAF, KIND_SYSTEM, ReadContext, Receiver, Subscription
+from edged.receiver import KIND_LEAF, KIND_SYSTEM, Message, ReadContext, Receiver, Subscription
 from edged.sublist import Sublist
 
 GLOBAL_ACCOUNT = "$G"
@@ -21,6 +21,8 @@ SYSTEM_ACCOUNT = "$SYS"
 
 
 MsgCallback = Callable[[Subscription, str, str, "bytes | None", bytes], None]
+# a run of JetStream deliveries matched on one subject (Receiver.deliver_routed_batch): sub, routed, messages
+BatchCallback = Callable[[Subscription, bytes, list[Message]], None]
 
 
 class InternalClient(Receiver):
@@ -39,16 +41,18 @@ class InternalClient(Receiver):
         self._passive: set[str] = set()
         self._empties: dict[str, Callable[[Subscription, list[bytes]], None]] = {}
         self._replies: dict[str, Callable[[Subscription, str, list[bytes], list[bytes]], None]] = {}
+        self._batches: dict[str, BatchCallback] = {}
 
     def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False,
                   empties: Callable[[Subscription, list[bytes]], None] | None = None,
                   replies: Callable[[Subscription, str, list[bytes], list[bytes]], None] | None = None,
-                  ) -> Subscription:
+                  batch: BatchCallback | None = None) -> Subscription:
         """`passive`: the callback itself deals with the read's deferred work (`ReadContext.defer`: runs it
         when it needs to); any other callback only runs once the deferred work is done. `empties`: takes a
         run of empty, header-less, reply-less messages (their subjects, bytes) in one call (see
         `Account.route_empties`); it must do exactly what `cb` would do for each in turn. `replies`: the
-        same for runs of header-less messages to one subject, each with its own reply."""
+        same for runs of header-less messages to one subject, each with its own reply. `batch`: the same for
+        runs of JetStream deliveries routed by this subject (`deliver_routed_batch`), as bytes."""
         self._sid += 1
         sub = Subscription(self, subject, queue, str(self._sid))
         self.subs[sub.sid] = (sub, cb)
@@ -58,6 +62,8 @@ class InternalClient(Receiver):
             self._empties[sub.sid] = empties
         if replies is not None:
             self._replies[sub.sid] = replies
+        if batch is not None:
+            self._batches[sub.sid] = batch
         self.account.subscribe(sub)
         return sub
 
@@ -66,6 +72,7 @@ class InternalClient(Receiver):
             self._passive.discard(sub.sid)
             self._empties.pop(sub.sid, None)
             self._replies.pop(sub.sid, None)
+            self._batches.pop(sub.sid, None)
             self.account.unsubscribe(sub)
 
     def takes_empties(self, sub: Subscription) -> bool:
@@ -86,6 +93,15 @@ class InternalClient(Receiver):
             self._delivering(sub, len(payloads))
             fn(sub, subject, replies, payloads)
 
+    def takes_routed_batch(self, sub: Subscription) -> bool:
+        return sub.sid in self._batches
+
+    def deliver_routed_batch(self, sub: Subscription, routed: bytes, msgs: list[Message], nbytes: int) -> None:
+        fn = self._batches.get(sub.sid)
+        if fn is not None:
+            self._delivering(sub, len(msgs))
+            fn(sub, routed, msgs)
+
     def _delivering(self, sub: Subscription, n: int) -> None:
         """Before `n` messages reach `sub`'s callback: the deferred work first (unless the callback is
         passive), and the count."""
@@ -99,6 +115,7 @@ class InternalClient(Receiver):
         self.subs.clear()
         self._empties.clear()
         self._replies.clear()
+        self._batches.clear()
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
@@ -231,6 +248,34 @@ class Account:
                 if sub.max and sub.delivered >= sub.max:
                     conn.auto_unsubscribe(sub)
         return delivered
+
+    def route_as_batch(self, routed: str, routed_b: bytes, msgs: list[Message], nbytes: int, origin: Any,
+                       queues: tuple[bytes, ...] | None = None) -> None:
+        """`route_as` of each of `msgs` in turn, all matched on `routed` (a run of JetStream deliveries from
+        one consumer; `nbytes`: their header and payload bytes): one match, and one `deliver_routed_batch`
+        when the only receiver takes the run whole (a mirror's deliver subject, a leafnode), which nothing
+        can tell apart from message by message; otherwise message by message."""
+        sl = self.sublist
+        psubs, qgroups = sl.match(routed)
+        if queues is not None and not queues:
+            qgroups = ()
+        if not psubs and not qgroups:
+            sl.count_repeats(len(msgs) - 1)
+            return
+        if not qgroups and len(psubs) == 1:
+            sub = psubs[0]
+            conn = sub.conn
+            if not sub.max and not sub.closed and (conn is not origin or origin.echo) and \
+                    conn.takes_routed_batch(sub):
+                sl.count_repeats(len(msgs) - 1)
+                conn.deliver_routed_batch(sub, routed_b, msgs, nbytes)
+                return
+        sl.count_repeats(-1)  # each route_as matches again
+        route_as = self.route_as
+        for m in msgs:
+            if origin.closed:
+                return
+            route_as(routed, routed_b, m[0], m[1], m[2], m[3], origin, queues)
 
     def route_empties(self, subjects: list[bytes], origin: Any) -> None:
         """Route empty, header-less, reply-less messages to ASCII `subjects` in order (a client's plain

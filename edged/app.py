@@ -20,6 +20,10 @@ FrontDoor = Callable[[Server], None]
 def front_doors(opts: Options) -> list[FrontDoor]:
     """The front doors the configuration asks for, beyond the NATS client port."""
     doors: list[FrontDoor] = []
+    if opts.mqtt is not None and opts.mqtt.port:  # nats-server starts MQTT only with a port
+        from bridges.mqtt.service import register_mqtt
+
+        doors.append(register_mqtt)
     if opts.websocket is not None and opts.websocket.port:
         from bridges import websocket
 
@@ -28,7 +32,20 @@ def front_doors(opts: Options) -> list[FrontDoor]:
         from bridges.mqtt_bridge.service import register as mqtt_bridges
 
         doors.append(mqtt_bridges)
+    if opts.mqtt is not None and opts.mqtt.port and opts.websocket is not None and opts.websocket.port:
+        doors.append(mqtt_over_websocket)
     return doors
+
+
+def mqtt_over_websocket(server: Server) -> None:
+    """MQTT over the WebSocket listener (subprotocol `mqtt`, a path ending in `/mqtt`), as nats-server
+    serves it: the MQTT service makes the connection, the WebSocket glue frames it."""
+    from bridges.mqtt.service import find_service
+    from bridges.websocket.endpoints import Endpoint, endpoints
+
+    svc = find_service(server)
+    if svc is not None:
+        endpoints(server)["mqtt"] = Endpoint(lambda verdict: svc.connection(websocket=True), "mqtt")
 
 
 def validate(opts: Options) -> None:

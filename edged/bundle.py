@@ -172,10 +172,19 @@ def check_creds(text: str, where: str = "creds") -> dict[str, Any]:
     return claims
 
 
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
 def _check_ca(pem: bytes, name: str) -> str:
+    """Every certificate of a PEM bundle must parse. One block at a time: load_pem_x509_certificates
+    needs cryptography 39, and the .deb runs on Debian bookworm's 38."""
     try:
         text = pem.decode("ascii")
-        x509.load_pem_x509_certificates(pem)
+        blocks = _PEM_CERT.findall(pem)
+        if not blocks:
+            raise ValueError("no BEGIN CERTIFICATE block")
+        for block in blocks:
+            x509.load_pem_x509_certificate(block)
     except (UnicodeDecodeError, ValueError) as e:
         raise BundleError(f"{name}: not a PEM certificate: {e}") from None
     return text

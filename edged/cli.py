@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from edged import SERVER_VERSION, __version__
+from edged import API_LEVEL, SERVER_VERSION, __version__
 from edged.conf import ConfigError
 from edged.options import ConfigWarning, Options, TLSConfig
 
@@ -56,7 +56,7 @@ _COMMAND_HELP = {
                "same figures for scripts. Exit status 1, with one line, when the port does not answer."),
     "provision": ("edged provision BUNDLE [-c CONFIG] [-P PIDFILE] [-m PORT] [--timeout S] [--no-probe]", ""),
     "fleet": ("edged fleet {signing-key,account,device} ...", ""),
-    "version": ("edged version", "Print edged's version and the nats-server version it is compatible with."),
+    "version": ("edged version", "Print the nats-server version edged answers as, then edged's own."),
     "help": ("edged help [command]", "Show edged's help, or one command's."),
 }
 
@@ -310,12 +310,14 @@ def validate(opts: Options) -> None:
         from edged.tlsconf import server_ssl_context
 
         server_ssl_context(opts.tls)
-    # edged's own blocks: `edged { creds { } hw { } }` (their errors say which setting)
+    # edged's own blocks: `edged { creds { } hw { } doctor { } }` (their errors say which setting)
+    from edged.doctor import DoctorSettings
     from edged.leafnode.credsfile import CredsSettings
     from hw.health import HwSettings
 
     CredsSettings.from_block(opts.edged)
     HwSettings.from_block(opts.edged)
+    DoctorSettings.from_block(opts.edged)
 
 
 def _read_pid(target: str) -> str:
@@ -367,7 +369,9 @@ def _one_line(s: str) -> str:
 
 
 def _version() -> str:
-    return f"edged {__version__} (nats-server {SERVER_VERSION} compatible)"
+    """nats-server's own form first (tools that launch a nats-server parse `nats-server: vX.Y.Z`), then
+    edged's version and the JetStream API level behind that claim."""
+    return f"nats-server: v{SERVER_VERSION}\nedged: v{__version__} (JetStream API level {API_LEVEL})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,8 @@ keeping it means a config behaves the same under both servers. `credentials` als
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
@@ -240,9 +242,19 @@ def _kind(v: Any) -> str:
     return f"{type(v).__name__} {v!r}"
 
 
+def config_digest(conf: ConfMap) -> str:
+    """A digest of the parsed config as nats-server's /varz shows one (sha256 of its JSON): it changes when
+    the configuration does. Not the same hex as nats-server's for the same file (Go's JSON of its own
+    parse tree)."""
+    text = json.dumps(conf, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def load_options(path: str) -> Options:
     """Options from a config file, with the command-line flags (if the CLI installed them) on top."""
-    opts = options_from_dict(parse_file(path), base_dir=os.path.dirname(os.path.abspath(path)), filename=path)
+    conf = parse_file(path)
+    opts = options_from_dict(conf, base_dir=os.path.dirname(os.path.abspath(path)), filename=path)
+    opts.config_digest = config_digest(conf)
     if _flag_overrides is not None:
         _flag_overrides(opts)
     return opts
@@ -1048,13 +1060,35 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
             mq.ack_wait = cx.duration(b, k)
         elif lk in ("max_ack_pending", "max_pending", "max_inflight"):
             mq.max_ack_pending = cx.int_(b, k)
+        elif lk == "js_domain":
+            mq.js_domain = cx.str_(b, k)
+        elif lk in ("js_api_timeout", "api_timeout"):
+            mq.js_api_timeout = cx.duration(b, k)
+        elif lk in ("authorization", "authentication"):
+            _check_keys(cx, b, k, _MQTT[lk])
+            a = cx.map_(b, k)
+            for ak in a:
+                lak = ak.lower()
+                if lak in ("user", "username"):
+                    mq.username = cx.str_(a, ak)
+                elif lak in ("pass", "password"):
+                    mq.password = cx.str_(a, ak)
+                elif lak == "token":
+                    mq.token = cx.str_(a, ak)
+                elif lak == "timeout":
+                    mq.auth_timeout = cx.duration(a, ak)
+        elif lk in ("stream_replicas", "consumer_replicas"):
+            setattr(mq, lk, cx.int_(b, k))
+        elif lk in ("consumer_memory_storage", "reject_qos2_publish", "downgrade_qos2_subscribe"):
+            setattr(mq, lk, cx.bool_(b, k))
+        elif lk == "consumer_inactive_threshold":
+            mq.consumer_inactive_threshold = cx.duration(b, k)
         elif lk in _MQTT:
             _check_keys(cx, b, k, _MQTT[lk])
             mq.extra[k] = b[k]
         else:
             cx.unknown(b, k)
     cx.opts.mqtt = mq
-    cx.warn(m, key, "MQTT is not supported yet; the mqtt block is ignored")
 
 
 def _websocket(cx: _Ctx, m: Any, key: str) -> None:

@@ -233,6 +233,19 @@ class MQTTOpts:
     no_auth_user: str = ""
     ack_wait: float = 30.0
     max_ack_pending: int = 1024
+    js_domain: str = ""
+    js_api_timeout: float = 5.0
+    # authorization {} of the MQTT port: one user/password or a token for every MQTT client
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0
+    stream_replicas: int = 0
+    consumer_replicas: int = 0
+    consumer_memory_storage: bool = False
+    consumer_inactive_threshold: float = 0.0
+    reject_qos2_publish: bool = False
+    downgrade_qos2_subscribe: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -384,6 +397,7 @@ class Options:
     mqtt_bridges: list[MQTTBridgeOpts] = field(default_factory=list)  # edged { mqtt_bridge [...] }
     # where options came from
     config_file: str = ""
+    config_digest: str = ""  # /varz config_digest: "sha256:<hex>" of the parsed file (config.load_options)
     warnings: list[ConfigWarning] = field(default_factory=list)
 
     def effective_auth_timeout(self) -> float:

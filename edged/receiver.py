@@ -78,6 +78,20 @@ class Receiver:
         <reply>@<subject>`)."""
         self.deliver(sub, subject, reply, hdr, payload)
 
+    def takes_routed_batch(self, sub: Subscription) -> bool:
+        """Does `deliver_routed_batch` to `sub` take a run whole (no per-message check by the caller, no
+        effect before its end that per-message delivery would have had)? No by default."""
+        return False
+
+    def deliver_routed_batch(self, sub: Subscription, routed: bytes, msgs: list[Message], nbytes: int) -> None:
+        """JetStream deliveries matched on one `routed` subject (a deliver subject), each with its own
+        subject and ack reply: `deliver_routed` of each in turn, which is this default. A drain of a
+        backlog over a leafnode is thousands of them: a link frames them as one write, a mirror stores
+        them in one call. `nbytes` is their header and payload bytes."""
+        deliver_routed = self.deliver_routed
+        for m in msgs:
+            deliver_routed(sub, routed, m[0], m[1], m[2], m[3])
+
     def backlogged(self) -> bool:
         """Is output waiting here beyond what a producer of bulk deliveries (a JetStream push consumer
         draining a backlog to a hub) should add to? Such a producer then stops and asks `on_drained`, so

@@ -15,7 +15,7 @@ from typing import Any
 
 import nkeys
 
-from edged import SERVER_VERSION, __version__
+from edged import API_LEVEL, SERVER_VERSION, __version__
 from edged import log as logmod
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
@@ -75,6 +75,7 @@ class Server:
         self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
+        self.systemd: Any = None  # edged.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
         self._activation_timer: asyncio.TimerHandle | None = None  # the first activation token to run out
         self._activation_at = 0.0
         self._build_accounts()
@@ -259,6 +260,8 @@ class Server:
                 info["domain"] = js.domain
         if self.lame_duck:
             info["ldm"] = True
+        if API_LEVEL:  # nats-server's api_lvl (omitempty)
+            info["api_lvl"] = API_LEVEL
         return info
 
     def tls_info_of(self, transport: Any) -> dict[str, Any] | None:
@@ -274,7 +277,8 @@ class Server:
         self._watch_activations(self._activation_at)
         self._stopped = asyncio.Event()
         o = self.opts
-        log.info("Starting edged %s (nats-server %s compatible)", __version__, SERVER_VERSION)
+        log.info("Starting edged %s (nats-server %s compatible, JetStream API level %d)", __version__,
+                 SERVER_VERSION, API_LEVEL)
         log.info("  Version:  %s", __version__)
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
@@ -372,6 +376,8 @@ class Server:
             return
         self.shutting_down = True
         log.info("Initiating Shutdown...")
+        if self.systemd is not None:
+            self.systemd.stopping()
         self._close_listeners()
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
@@ -413,7 +419,17 @@ class Server:
         await self.shutdown()
 
     def reload(self) -> None:
-        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients."""
+        """SIGHUP: re-read the config file; apply auth, permissions and logging without dropping clients.
+        Under systemd it is framed by RELOADING=1 and READY=1, so `systemctl reload` waits for it."""
+        if self.systemd is not None:
+            self.systemd.reloading()
+        try:
+            self._reload()
+        finally:
+            if self.systemd is not None:
+                self.systemd.reloaded()
+
+    def _reload(self) -> None:
         if not self.opts.config_file:
             log.warning("Reload requested but no configuration file was given")
             return
@@ -479,6 +495,12 @@ class Server:
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
+    loop = asyncio.get_running_loop()
+    # a stop asked for while starting (the client port may accept before start() returns) is kept and
+    # carried out once started, as nats-server handles its signals from the start: exit 0, not -15
+    early_stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, early_stop.append, sig)
     try:
         srv = build(opts)
         await srv.start()
@@ -489,7 +511,9 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
         log.critical("Can't start edged: %s", " ".join(str(e).split()) or type(e).__name__)
         log.debug("start failure", exc_info=True)  # the traceback only with -D, for a bug report
         return 1
-    loop = asyncio.get_running_loop()
+    if early_stop:
+        await srv.shutdown()
+        return 0
     loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(srv.shutdown()))
     loop.add_signal_handler(signal.SIGUSR2, lambda: loop.create_task(srv.lame_duck_mode()))
@@ -497,6 +521,11 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
     loop.add_signal_handler(
         signal.SIGUSR1, lambda: logmod.setup(opts.debug, opts.trace, opts.logtime, opts.log_file)
     )
+    from edged.systemd import attach
+
+    # READY=1 (with STATUS= and the watchdog) when run by systemd: after the handlers, so a reload or
+    # stop that systemd sends right away is handled, not fatal
+    attach(srv)
     await srv.wait_stopped()
     return 0
 

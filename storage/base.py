@@ -134,6 +134,13 @@ class Stream(ABC):
         """Store one message. Returns (seq, ts_ns, committed). `ttl` is in ns (0 = none). `size` is
         `msg_size(subject, hdr, data)` when the caller has it already (0: computed here)."""
 
+    def append_run(self, msgs: list[tuple[str, bytes, bytes, int, int]]) -> None:
+        """`append` of each (subject, hdr, data, ts, size) in turn, at consecutive sequences, without a TTL (a
+        mirror's run of deliveries); a backend may do it in one go. Committed with what else is queued."""
+        append = self.append
+        for subject, hdr, data, ts, size in msgs:
+            append(subject, hdr, data, ts, 0, size)
+
     @abstractmethod
     def durable(self) -> Awaitable[None]:
         """Resolves when everything queued so far (any stream of the same store) is committed."""

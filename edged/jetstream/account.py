@@ -16,6 +16,7 @@ from edged.jetstream.consumer import Consumer
 from edged.jetstream.errors import api_error
 from edged.jetstream.mirror import StreamSync
 from edged.jetstream.stream import Stream, check_update
+from edged.jetstream.versioning import like_previous
 from edged.log import log
 from edged.subjects import subject_matches, subjects_overlap
 from storage import StreamExistsError
@@ -158,7 +159,7 @@ class JSAccount:
         self._check_stream_limits(cfg, name, creating=True)
         existing = self.streams.get(name)
         if existing is not None:
-            if existing.config == cfg:
+            if like_previous(cfg, existing.config) == existing.config:  # the versioning keys aside
                 return existing
             raise api_error("JSStreamNameExistErr")
         self._check_overlap(cfg)

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from edged import API_LEVEL
 from edged.jetstream.direct import MSG_GET_REQUEST, direct_get, int_field, lookup
 from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.stream import Stream, msg_dict, normalize_config
+from edged.jetstream.versioning import (
+    info_with_dynamic_metadata,
+    with_dynamic_metadata,
+    with_static_stream_metadata,
+)
 from edged.subjects import is_valid_literal_subject, subjects_overlap
 from storage import MAX_SEQ
 
@@ -88,7 +94,7 @@ def account_info(req: ApiRequest) -> dict[str, Any]:
                            "limits": jsa.limits_dict()}
     if req.js.domain:
         out["domain"] = req.js.domain
-    out["api"] = {"total": jsa.api_total, "errors": jsa.api_errors}
+    out["api"] = {"level": API_LEVEL, "total": jsa.api_total, "errors": jsa.api_errors}
     return out
 
 
@@ -109,21 +115,21 @@ async def stream_create(req: ApiRequest) -> dict[str, Any]:
         raise api_error("JSStreamInvalidConfigF", err="stream has no mirror but does have mirror direct")
     jsa = req.jsa
     assert jsa is not None
-    stream = await jsa.add_stream(normalize_config(body))
-    return {**stream.info(), "did_create": True}
+    stream = await jsa.add_stream(with_static_stream_metadata(normalize_config(body)))
+    return {**info_with_dynamic_metadata(stream.info()), "did_create": True}
 
 
 @handler("STREAM.UPDATE", "stream_update_response", (1, 1))
 async def stream_update(req: ApiRequest) -> dict[str, Any]:
     name = req.tokens[0]
     body = req.decode("StreamConfigRequest", STREAM_CONFIG_TYPES)
-    cfg = normalize_config(body)
+    cfg = with_static_stream_metadata(normalize_config(body))
     if cfg["name"] != name:
         raise api_error("JSStreamMismatchErr")
     stream = _stream_of(req)
     assert req.jsa is not None
     await req.jsa.update_stream(stream, cfg)
-    return stream.info(domain=True)
+    return info_with_dynamic_metadata(stream.info(domain=True))
 
 
 @handler("STREAM.INFO", "stream_info_response", (1, 1), err_fields=_PAGED)
@@ -134,6 +140,7 @@ def stream_info(req: ApiRequest) -> dict[str, Any]:
     offset = max(int_field(body, "offset"), 0)
     stream = _stream_of(req)
     info = stream.info(details, subjects_filter, domain=True, cluster=True)
+    info["config"] = with_dynamic_metadata(info["config"])
     paged = {"total": 0, "offset": 0, "limit": 0}
     subs = info["state"].pop("subjects", None)
     if subjects_filter and subs:
@@ -258,18 +265,18 @@ async def msg_delete(req: ApiRequest) -> dict[str, Any]:
     raise api_error("JSSequenceNotFoundErrF", seq=max(seq, 0)).counted_as_ok()
 
 
-@handler("STREAM.LEADER.STEPDOWN", "stream_leader_stepdown_response", (1, 1))
+@handler("STREAM.LEADER.STEPDOWN", "stream_leader_stepdown_response", (1, 1), level_gate="")
 def stream_leader_stepdown(req: ApiRequest) -> dict[str, Any]:
     """A single server has no leaders to change (nats-server says so before anything else)."""
     raise api_error("JSClusterRequiredErr")
 
 
-@handler("CONSUMER.LEADER.STEPDOWN", "consumer_leader_stepdown_response", (2, 2))
+@handler("CONSUMER.LEADER.STEPDOWN", "consumer_leader_stepdown_response", (2, 2), level_gate="")
 def consumer_leader_stepdown(req: ApiRequest) -> dict[str, Any]:
     raise api_error("JSClusterRequiredErr")
 
 
-@handler("STREAM.PEER.REMOVE", "stream_remove_peer_response", (1, 1))
+@handler("STREAM.PEER.REMOVE", "stream_remove_peer_response", (1, 1), level_gate="")
 def stream_peer_remove(req: ApiRequest) -> dict[str, Any]:
     raise api_error("JSClusterRequiredErr")
 

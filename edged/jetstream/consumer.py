@@ -18,7 +18,7 @@ import msgspec
 
 from edged.config import parse_duration
 from edged.goformat import ZERO_TIME, go_duration, parse_rfc3339, rfc3339ns
-from edged.headers import make_headers
+from edged.headers import get_header, make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
 from edged.receiver import Message, Receiver
@@ -45,6 +45,12 @@ _dec = msgspec.json.Decoder()
 U64_MAX = 2**64 - 1
 _FC_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _decode = bytes.decode
+
+
+def _header_int(hdr: bytes, name: str) -> int:
+    """A header's integer value (nats-server's parseInt64: -1 when absent or not a number)."""
+    v = get_header(hdr, name)
+    return int(v) if v and v.isascii() and v.isdigit() else -1
 
 
 def _ack_num(tok: str) -> int:
@@ -273,9 +279,9 @@ class Consumer:
         self.policy = c.get("priority_policy") or ""
         self.groups = c.get("priority_groups") or []
         self.pinned_ttl = c.get("priority_timeout") or 0
-        # what `_send_new` leaves to the per-message path: paced, flow-controlled, headers-only delivery,
-        # the max_deliver advisory a first delivery may already trigger, and a priority policy's choice
-        self._fast = not (self.rate_bps or self.replay_original or self.fc or self.headers_only
+        # what `_send_new` leaves to the per-message path: paced, headers-only delivery, the max_deliver
+        # advisory a first delivery may already trigger, and a priority policy's choice
+        self._fast = not (self.rate_bps or self.replay_original or self.headers_only
                           or (self.max_deliver == 1 and self.ack != "none") or self.policy)
         self._ack_prefix = f"$JS.ACK.{self.stream.name}.{self.name}.1.".encode()
         self._subj_b = SubjectBytes()
@@ -570,7 +576,7 @@ class Consumer:
                 if not k:
                     break
                 n += k
-                if watch and self._held_back(watch):
+                if self.fc_stalled or (watch and self._held_back(watch)):
                     break
                 continue
             m, redelivery = self._next_msg()
@@ -669,13 +675,19 @@ class Consumer:
         routed: Any = None
         dest_b = dest.encode("utf-8", "surrogateescape")
         # a connection that takes batches with no per-message check is handed the messages in one call
-        # per BATCH_FLUSH bytes: no deliver() call per message
+        # per BATCH_FLUSH bytes: no deliver() call per message; a leafnode takes them with the subject they
+        # were routed by (deliver_routed_batch)
         batch: list[Message] | None = None
         conn: Any = None
+        routed_batch = False
         if direct is not None:
             conn = direct.conn
             if type(conn).deliver_routed is not Receiver.deliver_routed:
-                routed = conn.deliver_routed
+                if conn.takes_routed_batch(direct):
+                    batch = []
+                    routed_batch = True
+                else:
+                    routed = conn.deliver_routed
             else:
                 deliver = conn.deliver
                 if conn.takes_batch(direct):
@@ -689,6 +701,13 @@ class Consumer:
         popleft = buf.popleft
         sent = fsize = fbytes = 0
         seq = dseq = 0
+        # flow control (a push consumer with flow_control, such as a mirror's or a source's): counted per
+        # message as `_fc_account` does; a run ends with the message after which a request is due or the
+        # window is full, and the request follows what was handed over
+        fc = self.fc and req is None
+        fcb, fc_sz, window, asking = self.fc_bytes, self.fc_sz, self.fc_window, self.fc_pending is None
+        fc_due = False
+        dlen = len(dest_b)
         if batch is not None:
             # nothing runs between two messages (they are only built): the position stays in locals
             # and is written back before the batch is handed over
@@ -696,7 +715,9 @@ class Consumer:
             dseq = self.dseq
             np: int = self._np or 0
             last = st.last_seq
-            early = EARLY_BATCH if limit > 2 * EARLY_BATCH else -1
+            early = EARLY_BATCH if limit > 2 * EARLY_BATCH and not routed_batch else -1
+            hand = (lambda b, nb: conn.deliver_routed_batch(direct, dest_b, b, nb)) if routed_batch else \
+                (lambda b, nb: conn.deliver_batch(direct, b, nb))
             while sent < limit:
                 m = popleft()
                 seq = m[0]
@@ -706,19 +727,28 @@ class Consumer:
                     pending[seq] = [dseq, now]
                 hdr = m[2]
                 data = m[3]
+                reply_b = b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0)
                 if hdr:
-                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
-                            hdr, data))
-                    fsize += len(hdr) + len(data)
+                    append((subj_cache[m[1]], reply_b, hdr, data))
+                    size = len(hdr) + len(data)
                 else:
-                    append((subj_cache[m[1]], b"%s%d.%d.%d.%d" % (prefix, seq, dseq, m[4], np if seq < last else 0),
-                            None, data))
-                    fsize += len(data)
+                    append((subj_cache[m[1]], reply_b, None, data))
+                    size = len(data)
+                fsize += size
                 sent += 1
                 fbytes += 64
+                if fc:
+                    size += dlen + len(reply_b)
+                    fcb += size
+                    if asking:
+                        fc_due = fcb > window // 2
+                    elif fcb - fc_sz >= window:
+                        fc_sz += size
+                    if fc_due or fcb > window:
+                        break
                 if fsize + fbytes >= BATCH_FLUSH or sent == early:
                     self.dseq, self.sseq, self._np = dseq, seq, np
-                    conn.deliver_batch(direct, batch, fsize)
+                    hand(batch, fsize)
                     if sent == early:
                         conn.flush()  # the client starts on the first messages while the rest are built
                     batch = []
@@ -726,7 +756,12 @@ class Consumer:
                     fsize = fbytes = 0
             self.dseq, self.sseq, self._np = dseq, seq, np
             if batch:
-                conn.deliver_batch(direct, batch, fsize)
+                hand(batch, fsize)
+            if fc:
+                self.fc_bytes, self.fc_sz = fcb, fc_sz
+                if fc_due:
+                    self._send_flow_control()
+                self.fc_stalled = self.fc_bytes > self.fc_window
         else:
             while sent < limit:
                 m = popleft()
@@ -751,6 +786,10 @@ class Consumer:
                 else:
                     routed(direct, dest_b, subj_b, reply_b, hdr, data)
                 sent += 1
+                if fc:
+                    self._fc_account(dlen + len(reply_b) + len(hdr or b"") + len(data))
+                    if self.fc_stalled:
+                        break
         if pending is None:
             self.afloor_c, self.afloor_s = dseq, seq
             if sent and self.stream.retention == "interest":
@@ -901,6 +940,8 @@ class Consumer:
         if self.fc_pending is None:
             if self.fc_bytes > self.fc_window // 2:
                 self._send_flow_control()
+            elif self.ack == "flow_control" and 0 < self.max_ack_pending <= len(self.pending):
+                self._send_flow_control()  # its answer is the ack that makes room
         elif self.fc_bytes - self.fc_sz >= self.fc_window:
             self.fc_sz += sz  # the outstanding answer will cover this one too
         self.fc_stalled = self.fc_bytes > self.fc_window
@@ -925,6 +966,11 @@ class Consumer:
         self.fc_pending = None
         self.fc_sz = 0
         self.fc_stalled = self.fc_bytes > self.fc_window
+        if self.ack == "flow_control" and hdr:
+            # the answer says what the other side has stored: everything up to it is acked (as AckAll)
+            sseq = _header_int(hdr, "Nats-Last-Stream")
+            if sseq > 0:
+                self._ack(sseq, max(_header_int(hdr, "Nats-Last-Consumer"), 0))
         self.kick()
 
     def _heartbeat(self) -> None:
@@ -938,6 +984,9 @@ class Consumer:
                 items.append(("Nats-Consumer-Stalled", self.fc_pending))
             self.ic.publish(self.deliver_subject, b"", reply, make_headers(items, status=100,
                                                                            description="Idle Heartbeat"))
+        if (self.ack == "flow_control" and self.pending and self.fc_pending is None
+                and self._has_push_interest()):
+            self._send_flow_control()  # what is delivered gets acked even when nothing more goes out
         self._hb_handle = self.loop.call_later(self.hb / NS, self._heartbeat)
 
     # ------------------------------------------------------------------ pull requests
@@ -1400,7 +1449,7 @@ class Consumer:
             if self.stream.retention != "limits":
                 self.stream.ack_msg(sseq)
             return
-        if ack != "all":
+        if ack != "all" and ack != "flow_control":
             return  # ack_policy none takes no acks
         # as nats-server: an ack at or below the floor (or past what was delivered) changes nothing, and
         # the floor becomes the acked delivery itself, whatever was delivered after it
@@ -1497,7 +1546,7 @@ class Consumer:
             return
         if self._ackq:
             self._drain_acks()
-        if self.pending and self.ack != "none":
+        if self.pending and self.ack != "none" and self.ack != "flow_control":  # flow_control: no ack wait
             now = time.time_ns()
             due = []
             wait_for = self._wait_for

@@ -26,6 +26,11 @@ from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
 from edged.jetstream.errors import api_error
 from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
 from edged.jetstream.stream import valid_asset_name
+from edged.jetstream.versioning import (
+    info_with_dynamic_metadata,
+    like_previous,
+    with_static_consumer_metadata,
+)
 from edged.subjects import subjects_overlap
 
 if TYPE_CHECKING:
@@ -82,6 +87,7 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     the config defaults and checks, then create or update by `action`)."""
     assert req.jsa is not None
     r = req.decode("CreateConsumerRequest", CREATE_REQUEST)
+    req.check_level()
     cfg_in: dict[str, Any] = dict(r.get("config") or {})
     action = r.get("action") or ""
     tokens = req.tokens
@@ -114,12 +120,15 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     stream = _stream(req)
     # the consumer a hub creates to mirror or source this stream (nats-server's stream.go): 2.14+ hubs
     # name it after the stream (JS_SRC_<hash>) and ask again under that name while the last one may still
-    # be here, from another start; as nats-server does for a `direct` + `sourcing` request, each gets a
-    # name of its own. (nats-server on an interest stream makes it a durable with ack policy
-    # flow_control instead; edged has no such ack policy, so it does here what a clustered nats-server
-    # does.)
+    # be here, from another start. On an interest or workqueue stream it becomes a durable of that name
+    # acked by the hub's flow control answers, so what the hub stored leaves the stream (nats-server's
+    # durable sourcing, level 4); otherwise each gets a name of its own.
     sync = bool(cfg_in.get("direct") or cfg_in.get("sourcing"))
-    if cfg_in.get("direct") and cfg_in.get("sourcing") and name:
+    if cfg_in.get("direct") and cfg_in.get("sourcing") and name and stream.retention != "limits":
+        cfg_in.update(direct=False, durable_name=name, ack_policy="flow_control", ack_wait=0, max_deliver=0,
+                      inactive_threshold=0)
+        durable = name
+    elif cfg_in.get("direct") and cfg_in.get("sourcing") and name:
         base = name
         name = f"{base}-{_ephemeral_name()}"
         while name in stream.consumers:
@@ -138,9 +147,16 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         cfg_in.pop("pause_until", None)
         if existing.config.get("pause_until"):
             cfg_in["pause_until"] = existing.config["pause_until"]
-    cfg = normalize(cfg_in, stream, req.jsa.limits.max_ack_pending)
+        if cfg_in.get("sourcing") and cfg_in.get("durable_name"):
+            # a durable source's consumer goes on from where it is, wherever the hub asks it to start
+            for k in ("deliver_policy", "opt_start_seq", "opt_start_time"):
+                cfg_in.pop(k, None)
+                if k in existing.config:
+                    cfg_in[k] = existing.config[k]
+    cfg = normalize(with_static_consumer_metadata(cfg_in), stream, req.jsa.limits.max_ack_pending,
+                    pedantic=bool(r.get("pedantic")))
     if existing is not None:
-        if action == "create" and cfg != existing.config:
+        if action == "create" and like_previous(cfg, existing.config) != existing.config:
             raise api_error("JSConsumerAlreadyExists")
         if stream.retention == "workqueue":
             _wq_unique(stream, name, cfg)
@@ -152,7 +168,7 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         existing.update(cfg)
         if identity:
             req.resp_hdr = make_headers([("Nats-Stream-Identity", identity)])
-        return existing.info()
+        return info_with_dynamic_metadata(existing.info())
     if action == "update":
         raise api_error("JSConsumerDoesNotExist")
     mc = stream.config.get("max_consumers", -1)
@@ -164,7 +180,7 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     if mc > 0 and sum(1 for c in stream.consumers.values() if not c.direct) >= mc:
         raise api_error("JSMaximumConsumersLimitErr")
     if stream.retention == "workqueue" and not sync:
-        if cfg["ack_policy"] != "explicit":
+        if cfg["ack_policy"] not in ("explicit", "flow_control"):
             raise api_error("JSConsumerWQRequiresExplicitAckErr")
         if cfg["deliver_policy"] != "all":
             raise api_error("JSConsumerWQConsumerNotDeliverAllErr")
@@ -193,7 +209,7 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
     c.kick()
     if identity:
         req.resp_hdr = make_headers([("Nats-Stream-Identity", identity)])
-    return c.info()
+    return info_with_dynamic_metadata(c.info())
 
 
 def _with_inactive(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -219,21 +235,22 @@ def _wq_unique(stream: Stream, name: str, cfg: dict[str, Any]) -> None:
             raise api_error("JSConsumerWQConsumerNotUniqueErr")
 
 
-@handler("CONSUMER.CREATE", "consumer_create_response", (1, 1 << 16))
+@handler("CONSUMER.CREATE", "consumer_create_response", (1, 1 << 16), level_gate="handler")
 def consumer_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=False)
 
 
-@handler("CONSUMER.DURABLE.CREATE", "consumer_create_response", (2, 2))
+@handler("CONSUMER.DURABLE.CREATE", "consumer_create_response", (2, 2), level_gate="handler")
 def consumer_durable_create(req: ApiRequest) -> dict[str, Any]:
     return _create(req, durable_api=True)
 
 
-@handler("CONSUMER.INFO", "consumer_info_response", (2, 2))
+@handler("CONSUMER.INFO", "consumer_info_response", (2, 2), level_gate="handler")
 def consumer_info(req: ApiRequest) -> dict[str, Any]:
     if not req.is_empty():
         raise api_error("JSNotEmptyRequestErr")
-    return _consumer(req)[1].info()
+    req.check_level()
+    return info_with_dynamic_metadata(_consumer(req)[1].info())
 
 
 @handler("CONSUMER.DELETE", "consumer_delete_response", (2, 2))
@@ -286,19 +303,20 @@ def consumer_next(req: ApiRequest) -> None:
 
 
 @handler("CONSUMER.PAUSE", "consumer_pause_response", (2, 2),
-          err_fields={"paused": False, "pause_until": ZERO_TIME})
+          err_fields={"paused": False, "pause_until": ZERO_TIME}, level_gate="handler")
 def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     """Pause until a time (kept in the config, in UTC, even when already past) or resume (no time)."""
     until = ""
     if req.has_options():
         until = req.decode("JSApiConsumerPauseRequest", {"pause_until": "time"}).get("pause_until") or ""
+    req.check_level()
     _, c = _consumer(req)
     ns = time_ns(until) if until and until != ZERO_TIME else 0
     utc = format_time(ns) if ns else ZERO_TIME
     cfg = {k: v for k, v in c.config.items() if k != "pause_until"}
     if ns:
         cfg["pause_until"] = utc
-    c.update(cfg)
+    c.update(with_static_consumer_metadata(cfg))
     now = time.time_ns()
     out: dict[str, Any] = {"paused": bool(ns) and ns > now, "pause_until": utc}
     if out["paused"]:

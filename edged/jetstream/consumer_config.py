@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 NS = 1_000_000_000
 DEFAULT_ACK_WAIT = 30 * NS
+FC_ACK_HEARTBEAT = NS  # the heartbeat the flow_control ack policy requires (nats-server's sourceHealthHB)
 DEFAULT_MAX_ACK_PENDING = 1000
 DEFAULT_MAX_WAITING = 512
 EPHEMERAL_INACTIVE = 5 * NS
@@ -75,8 +76,10 @@ def _atoi_err(s: str) -> str | None:
     return None
 
 
-def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1) -> dict[str, Any]:
-    """The consumer config nats-server would keep (defaults filled), or its JSApiError."""
+def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1,
+              pedantic: bool = False) -> dict[str, Any]:
+    """The consumer config nats-server would keep (defaults filled), or its JSApiError. `pedantic`: the
+    request's own flag, which so far only keeps the flow_control ack policy's defaults out."""
     c = dict(req)
     push = bool(c.get("deliver_subject"))
     # setConsumerConfigDefaults
@@ -94,7 +97,7 @@ def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1
     c["replay_policy"] = c.get("replay_policy") or "instant"
     if not push and not c.get("max_waiting"):
         c["max_waiting"] = DEFAULT_MAX_WAITING
-    if not c.get("ack_wait") and ap != "none":
+    if not c.get("ack_wait") and ap in ("explicit", "all"):
         c["ack_wait"] = DEFAULT_ACK_WAIT
     if c.get("backoff"):
         c["ack_wait"] = c["backoff"][0]
@@ -108,6 +111,9 @@ def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1
         if 0 < acc_max_ack_pending < map_:
             map_ = acc_max_ack_pending
         c["max_ack_pending"] = map_
+    if ap == "flow_control" and not pedantic:  # acks come with the flow control answers: its heartbeat and FC
+        c["flow_control"] = True
+        c["idle_heartbeat"] = FC_ACK_HEARTBEAT
     policy = c.get("priority_policy") or "none"
     if policy == "none":
         c.pop("priority_policy", None)  # the default, which nats-server leaves out
@@ -116,6 +122,23 @@ def normalize(req: dict[str, Any], stream: Stream, acc_max_ack_pending: int = -1
     _check(c, stream, acc_max_ack_pending)
     c.setdefault("num_replicas", 0)
     return {k: c[k] for k in _ORDER if k in c and (c[k] or k in ("num_replicas", "max_deliver"))}
+
+
+def _check_ack_flow_control(c: dict[str, Any]) -> None:
+    """The flow_control ack policy (2.14): a push consumer whose flow control answers are its acks (all up to
+    the answer's Nats-Last-Stream), so nothing is redelivered on a timer."""
+    if not c.get("deliver_subject"):
+        raise api_error("JSConsumerAckFCRequiresPushErr")
+    if not c.get("flow_control"):
+        raise api_error("JSConsumerAckFCRequiresFCErr")
+    if c.get("idle_heartbeat", 0) != FC_ACK_HEARTBEAT:  # the stall check of a hub's source waits on it
+        raise api_error("JSStreamInvalidConfigF", err="flow control ack policy heartbeat needs to be 1s")
+    if c.get("max_ack_pending", 0) <= 0:
+        raise api_error("JSConsumerAckFCRequiresMaxAckPendingErr")
+    if c.get("ack_wait") or c.get("backoff"):
+        raise api_error("JSConsumerAckFCRequiresNoAckWaitErr")
+    if c.get("max_deliver", 0) > 0:
+        raise api_error("JSConsumerAckFCRequiresNoMaxDeliverErr")
 
 
 def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
@@ -134,6 +157,8 @@ def _check(c: dict[str, Any], stream: Stream, acc_max_ack_pending: int) -> None:
         raise api_error("JSConsumerBackOffNegativeErr")
     if c.get("ack_wait", 0) < 0:
         raise api_error("JSConsumerAckWaitNegativeErr")
+    if c["ack_policy"] == "flow_control":
+        _check_ack_flow_control(c)
     lbo = len(c.get("backoff") or [])
     if lbo and c["max_deliver"] != -1 and lbo > c["max_deliver"]:
         raise api_error("JSConsumerMaxDeliverBackoffErr")

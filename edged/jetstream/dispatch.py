@@ -20,6 +20,7 @@ from edged.goformat import rfc3339ns
 from edged.jetstream.domain import API_PREFIX, api_prefix
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import body_values, decode_fields, go_kind, merge
+from edged.jetstream.versioning import refuses_required_level
 from edged.log import log
 from edged.receiver import KIND_CLIENT
 from storage import StoreError, StoreFullError
@@ -40,20 +41,23 @@ _decoder = msgspec.json.Decoder()
 
 
 def handler(prefix: str, rtype: str = "", arity: tuple[int, int] | None = None,
-            err_fields: dict[str, Any] | None = None,
-            count_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            err_fields: dict[str, Any] | None = None, count_ok: bool = True,
+            level_gate: str = "first") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark the handler of `$JS.API.<prefix>...`. `rtype`: its response's type (TYPE_PREFIX + rtype);
     none for a handler that answers on its own (a direct get, a pull request), which needs a reply
     subject to run. `arity`: the tokens allowed after the prefix (nats-server subscribes e.g.
     `STREAM.INFO.*`, so other forms get no reply). `err_fields`: fields nats-server's response struct
     always marshals, also next to an error. `count_ok`: false where nats-server sends a success
-    without counting it in the API stats."""
+    without counting it in the API stats. `level_gate`: where nats-server checks `Nats-Required-Api-Level`
+    (10185): "first" before anything else, "handler" where the handler calls ApiRequest.check_level, ""
+    never (a request nats-server turns down before it, or does not check)."""
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
         f.prefix = prefix  # type: ignore[attr-defined]
         f.resp_type = TYPE_PREFIX + rtype if rtype else ""  # type: ignore[attr-defined]
         f.arity = arity  # type: ignore[attr-defined]
         f.err_fields = err_fields  # type: ignore[attr-defined]
         f.count_ok = count_ok  # type: ignore[attr-defined]
+        f.level_gate = level_gate if rtype else ""  # type: ignore[attr-defined]
         return f
     return deco
 
@@ -72,6 +76,11 @@ class ApiRequest:
         # headers of a successful response, set by a synchronous handler (a consumer create's
         # Nats-Stream-Identity)
         self.resp_hdr: bytes | None = None
+
+    def check_level(self) -> None:
+        """nats-server's errorOnRequiredApiLevel, at the handler's own point in its order of checks."""
+        if refuses_required_level(self.hdr):
+            raise api_error("JSRequiredApiLevelErr")
 
     def values(self, struct: str) -> Iterator[tuple[dict[str, Any], bytes]]:
         """The body's JSON values one after another, each with the text it was decoded from, as
@@ -213,6 +222,10 @@ class Dispatcher:
         # what the audit advisory reports: the request and the client it came from (the connection whose
         # read is being processed; kept for a handler that answers later)
         audit = (subject, payload, reading.origin)
+        if getattr(handler, "level_gate", "") == "first" and refuses_required_level(hdr):
+            self._reply(acc, jsa, reply, {"error": api_error("JSRequiredApiLevelErr").to_dict()}, handler,
+                        audit=audit)
+            return
         if jsa is None:
             if getattr(handler, "resp_type", ""):  # JSON APIs say so; a direct get has no one listening
                 self._reply(acc, None, reply, {"error": api_error("JSNotEnabledForAccountErr").to_dict()}, handler,

@@ -301,7 +301,7 @@ _ENUMS = {
     "retention": ("limits", "interest", "workqueue"), "storage": ("memory", "file"), "discard": ("old", "new"),
     "persist_mode": ("default", "async", ""),
     "deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
-    "ack_policy": ("none", "all", "explicit"), "replay_policy": ("instant", "original"),
+    "ack_policy": ("none", "all", "explicit", "flow_control"), "replay_policy": ("instant", "original"),
     "priority_policy": ("none", "overflow", "pinned_client", "prioritized"),
 }
 # A Go type a field holds, for GoDecoder: one of the names it knows ("string", "int64", "[]string",

@@ -9,6 +9,8 @@ time, a source under its own sequences with a `Nats-Stream-Source` header. It an
 recreates the consumer from the next sequence it needs when a heartbeat or a sequence gap shows that it
 missed something, when no heartbeat came for 5 s, or when a leafnode link comes up. Attempts are at least
 2 s apart, 10 s more per failure up to 2 min, so an unreachable origin costs one request now and then.
+A backlog arrives in runs (a leafnode hands over what one read brought, `Receiver.deliver_routed_batch`):
+a run is checked message by message but stored with one call, before the flow control answer after it.
 
 Nothing but the stored messages is kept: a mirror resumes after its last sequence, a source after the
 origin sequence in the last `Nats-Stream-Source` header it wrote (nats-server's startingSequenceForSources),
@@ -31,6 +33,7 @@ from edged.headers import get_header
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
 from edged.log import log
+from edged.receiver import Message
 from edged.subjects import SubjectTransform, subject_matches
 from storage import StoreError
 
@@ -225,7 +228,7 @@ class SourceSync:
             config["filter_subjects"] = self.filters
         body = _encode({"stream_name": self.name, "config": config, "action": ""})
         self.reply_sub = ic.subscribe(reply, self._on_response)
-        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver))
+        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
         self.pending = True
         self.deadline = now + RESPONSE_WAIT_S
         if not ic.publish(subject, body, reply) and self.pending and self.reply_sub is not None:
@@ -302,7 +305,7 @@ class SourceSync:
         self.cname = resp["name"]
         deliver = info_cfg.get("deliver_subject") or ""
         if deliver and not any(s.subject == deliver for s in self.deliver_subs):
-            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver))
+            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
         delivered = int((resp.get("delivered") or {}).get("stream_seq") or 0)
         store = self.stream.store
         if self.mirror:
@@ -373,6 +376,107 @@ class SourceSync:
             self._mirror_msg(subject, hdr, payload, sseq, dseq, ts, pending)
         else:
             self._source_msg(subject, reply, hdr, payload, sseq, dseq, pending)
+
+    def _on_batch(self, sub: Any, routed: bytes, msgs: list[Message]) -> None:
+        """A run of deliveries (`Receiver.deliver_routed_batch`: a backlog drains in runs of hundreds): what
+        `_on_deliver` does for each in turn, with the messages stored in one call (`Stream.store_synced_run`)
+        before anything else happens, a flow control answer or a recreate included. Anything but a plain
+        delivery of the current consumer goes through `_on_deliver` after what came before it is stored."""
+        if self.closed or sub not in self.deliver_subs:
+            return
+        rows: list[tuple[str, bytes, bytes, int, int, str]] = []
+        marks: list[tuple[int, int]] = []  # (sseq, dseq) before each row: where a failed store leaves them
+        cname = self.cname.encode()
+        mirror = self.mirror
+        transforms = self.transforms
+        p = self._iparts
+        ident = f" {self.ident}" if self.ident else ""
+        took = False  # a delivery of the current consumer came (contact, for the health check)
+        pending_b = b""  # the origin's pending count after the last message taken
+        names: dict[bytes, str] = {}  # subjects decoded (a backlog repeats a few)
+        ts = 0
+        # the position in locals while only messages are taken; written back before anything else runs
+        sseq0, dseq0 = self.sseq, self.dseq
+        for subject_b, reply_b, hdr, payload in msgs:
+            t = reply_b.split(b".") if not self.pending and payload else ()
+            n = len(t)
+            o = 3 if n == 9 else 5 if n >= 11 else 0
+            if not o or t[0] != b"$JS" or t[1] != b"ACK" or t[o] != cname:
+                # a control message, an earlier consumer's, one of another shape or before the create
+                # response: on its own, in order
+                self.sseq, self.dseq = sseq0, dseq0
+                if rows and not self._store_rows(rows, marks):
+                    return
+                rows, marks = [], []
+                self._on_deliver(sub, subject_b.decode("utf-8", "surrogateescape"),
+                                 reply_b.decode("utf-8", "surrogateescape"), hdr, payload)
+                if self.closed or sub not in self.deliver_subs:
+                    return
+                sseq0, dseq0 = self.sseq, self.dseq
+                cname = self.cname.encode()
+                ident = f" {self.ident}" if self.ident else ""
+                continue
+            if t[o + 1] != b"1":
+                # a redelivery (ack none: never expected), or one of another shape
+                if not t[o + 1].isdigit() or int(t[o + 1]) > 1:
+                    continue
+            try:
+                sseq, dseq, ts = int(t[o + 2]), int(t[o + 3]), int(t[o + 4])
+            except ValueError:
+                continue
+            if not t[o + 5].isdigit():
+                continue
+            took = True
+            if sseq <= sseq0:
+                if dseq == dseq0 + 1:
+                    dseq0 = dseq
+                continue
+            if dseq != dseq0 + 1 and (not mirror or sseq != sseq0 + 1):
+                # missed deliveries: what came before is stored, then the consumer is recreated after it
+                self.sseq, self.dseq = sseq0, dseq0
+                if rows and not self._store_rows(rows, marks):
+                    return
+                self.retry()
+                return
+            marks.append((sseq0, dseq0))
+            sseq0, dseq0 = sseq, dseq
+            pending_b = t[o + 5]
+            subject = names.get(subject_b)
+            if subject is None:
+                subject = names[subject_b] = subject_b.decode("utf-8", "surrogateescape")
+            if mirror:
+                new_hdr = _strip(hdr, False) if hdr else b""
+                msg_id = ""
+            else:
+                line = f"Nats-Stream-Source: {p[0]} {sseq} {p[1]} {p[2]} {subject}{ident}\r\n\r\n".encode()
+                base = _strip(hdr, True)
+                new_hdr = base[:-2] + line if base else b"NATS/1.0\r\n" + line
+                msg_id = (get_header(hdr, "Nats-Msg-Id") or "") if hdr else ""
+            for tr in transforms:
+                if tr is not None and subject_matches(tr.src, subject):
+                    subject = tr(subject)
+                    break
+            rows.append((subject, new_hdr, payload, ts if mirror else 0, sseq if mirror else 0, msg_id))
+        self.sseq, self.dseq = sseq0, dseq0
+        if took:
+            self.heard = time.monotonic()
+            self.last_ns = time.time_ns()
+            self.taken_ts = ts
+        if pending_b:
+            pending = int(pending_b)
+            self.lag = pending - 1 if pending else 0
+        if rows:
+            self._store_rows(rows, marks)
+
+    def _store_rows(self, rows: list[tuple[str, bytes, bytes, int, int, str]], marks: list[tuple[int, int]]) -> bool:
+        """Store a run `_on_batch` took; False when one could not be stored: the position goes back to
+        before it and the consumer is asked for again later from there."""
+        done, err = self.stream.store_synced_run(rows)
+        if err is None:
+            return True
+        self.sseq, self.dseq = marks[done]
+        self._store_failed(err)
+        return False
 
     def _control(self, reply: str, hdr: bytes) -> None:
         self.heard = time.monotonic()

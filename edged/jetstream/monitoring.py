@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from edged import API_LEVEL
 from edged.goformat import rfc3339ns
 
 if TYPE_CHECKING:
@@ -24,13 +25,14 @@ def config_dict(js: JetStream) -> dict[str, Any]:
         c["sync_interval"] = int(si * 1e9)
     if js.domain:
         c["domain"] = js.domain
+    c["strict"] = True  # edged always reads API requests strictly (`strict: false` is refused with a warning)
     return c
 
 
 def stats(js: JetStream) -> dict[str, Any]:
     mem, file = js.space.total_usage()
     rmem, rfile = js.space.total_reserved()
-    api: dict[str, Any] = {"total": js.dispatch.api_total, "errors": js.dispatch.api_errors}
+    api: dict[str, Any] = {"level": API_LEVEL, "total": js.dispatch.api_total, "errors": js.dispatch.api_errors}
     if js.dispatch.api_inflight:
         api["inflight"] = js.dispatch.api_inflight
     return {"memory": mem, "storage": file, "reserved_memory": rmem, "reserved_storage": rfile,
@@ -71,6 +73,7 @@ def jsz(js: JetStream, opts: Any = None) -> dict[str, Any]:
     if accounts:
         out["account_details"] = [_account_detail(js, jsa, streams_opt, consumers_opt, config_opt)
                                   for jsa in accounts]
+    out["total"] = len(js.accounts)  # the accounts with JetStream, as nats-server counts them
     return out
 
 
@@ -81,7 +84,7 @@ def _account_detail(js: JetStream, jsa: JSAccount, streams: bool, consumers: boo
     d: dict[str, Any] = {"name": jsa.account.name, "id": jsa.account.name, "memory": mem, "storage": file,
                          "reserved_memory": jsa.limits.max_memory & u64,
                          "reserved_storage": jsa.limits.max_file & u64, "accounts": 0, "ha_assets": 0,
-                         "api": {"total": jsa.api_total, "errors": jsa.api_errors}}
+                         "api": {"level": 0, "total": jsa.api_total, "errors": jsa.api_errors}}  # (0 here in nats-server too)
     if streams:
         details = []
         for s in jsa.streams.values():

@@ -20,6 +20,8 @@ from edged.headers import get_header, make_headers, remove_headers
 from edged.jetstream.atomic import AtomicBatches
 from edged.jetstream.counters import LastTotals, apply_incr, check_incr
 from edged.jetstream.errors import JSApiError, api_error
+from edged.jetstream.fastbatch import SUFFIX as FAST_SUFFIX
+from edged.jetstream.fastbatch import FastBatches, parse_reply
 from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
 from edged.jetstream.gojson import go_quote
 from edged.jetstream.schedules import Scheduler
@@ -83,7 +85,7 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 
 # newer nats-server stream features edged does not have: refused, rather than a stream without them
-_NOT_SUPPORTED = (("allow_batched", "fast batch publishes"),)
+_NOT_SUPPORTED: tuple[tuple[str, str], ...] = ()  # (every stream feature up to API level 4 works)
 
 
 def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -251,6 +253,8 @@ def normalize_config(req: dict[str, Any], server_limits: dict[str, Any] | None =
         cfg["allow_msg_ttl"] = True
     if sdm_ttl > 0:
         cfg["subject_delete_marker_ttl"] = sdm_ttl
+    if req.get("allow_batched"):  # fast batch publishing (fastbatch.py)
+        cfg["allow_batched"] = True
     if req.get("metadata"):
         md = req["metadata"]
         if not isinstance(md, dict):
@@ -282,6 +286,8 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
             raise api_error("JSMirrorWithSubjectsErr")
         if sources:
             raise api_error("JSMirrorWithSourcesErr")
+        if req.get("allow_batched"):
+            raise api_error("JSMirrorWithBatchPublishErr")
         trs = mirror.get("subject_transforms") or []
         if mirror.get("filter_subject") and trs:
             raise api_error("JSMirrorMultipleFiltersNotAllowed")
@@ -493,6 +499,7 @@ class Stream:
         self.scheduler: Scheduler | None = None
         self.totals = LastTotals()  # a counter stream's last message per subject
         self.parse_ttl = parse_ttl
+        self.fast: FastBatches | None = None  # open fast batches (`allow_batched`)
         self._apply_config()
 
     # ------------------------------------------------------------------ config
@@ -585,10 +592,19 @@ class Stream:
             raise api_error("JSInsufficientResourcesErr")
         self.jsa.check_store(self, size)
 
-    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, internal: bool = False) -> None:
+    def process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes,
+                internal: bool = False) -> tuple[int, Any] | None:
         """Check and store one published message, in nats-server's order: the subject transform, sealed,
-        sizes, the headers' expectations, limits, then the store. `internal`: the stream's own (a delete
-        marker), already on a stored subject."""
+        sizes, the headers' expectations, limits, then the store. Returns (sequence, commit future), or
+        None for a duplicate or a fast batch's message (handled by fastbatch.py). `internal`: the stream's
+        own (a delete marker), already on a stored subject."""
+        if reply.endswith(FAST_SUFFIX):
+            ref = parse_reply(reply)
+            if ref is not None:
+                if self.fast is None:
+                    self.fast = FastBatches(self)
+                self.fast.publish(ref, subject, reply, hdr, payload)
+                return None
         if self.transform is not None and not internal:
             subject = self.transform(subject)
         if self.sealed:
@@ -742,6 +758,7 @@ class Stream:
             else:  # a memory stream: stored already
                 self.pubacks.send_ack(self.jsa, reply, self.name, seq)
                 self.pubacks.spin()
+        return seq, committed
 
     def _ack_body(self, reply: str, committed: Any, body: bytes) -> None:
         """A PubAck other than the plain one (a counter's, a batch's), once `committed` is."""
@@ -791,6 +808,121 @@ class Stream:
         self._check_room(size)
         if self.discard_new:
             self._discard_new(subject, size, False)
+        self._append_synced(subject, hdr, payload, ts, seq, msg_id, size)
+
+    def store_synced_run(self, rows: list[tuple[str, bytes, bytes, int, int, str]]) -> tuple[int, Exception | None]:
+        """`store_synced` of each row (subject, hdr, payload, ts, seq, msg_id) in turn, stopping at the first
+        that fails: (how many were taken, that error or None). A mirror's backlog arrives in runs of hundreds;
+        the disk and account limits are checked once for a run that fits whole, which is what checking
+        each message would find, and message by message otherwise."""
+        store = self.store
+        msg_size = store.msg_size
+        sizes = [msg_size(r[0], r[1], r[2]) for r in rows]
+        whole = not self.closed and not self.discard_new
+        if whole:
+            try:
+                self._check_room(sum(sizes))
+            except JSApiError:
+                whole = False
+        if not whole:
+            for i, r in enumerate(rows):
+                try:
+                    self.store_synced(r[0], r[1], r[2], r[3], r[4], r[5])
+                except (JSApiError, StoreError, ValueError) as e:
+                    return i, e
+            return len(rows), None
+        dedupe = self.dedupe if self.dup_window else None
+        # what `_append_synced` does after the append, for the common shape of stream: only the totals
+        # limits and the consumers' wake-up (no per-subject limit, rollup, republish or interest retention)
+        plain = self.max_per <= 0 and not self.allow_rollup and self.republish is None and self.retention != "interest"
+        limits = self.max_msgs > 0 or self.max_bytes > 0
+        consumers = list(self.consumers.values())
+        if plain and not limits and dedupe is None:
+            return self._store_run_plain(rows, sizes, consumers)
+        slow = self._append_synced
+        append = store.append
+        for i, (subject, hdr, payload, ts, seq, msg_id) in enumerate(rows):
+            if msg_id and dedupe is not None:
+                prev = dedupe.get(msg_id)
+                if prev is not None and time.time_ns() - prev[1] < self.dup_window:
+                    continue
+            if seq:
+                last = store.last_seq
+                if seq <= last:
+                    return i, ValueError(f"sequence {seq} is not past the last one ({last})")
+            if not plain:
+                try:
+                    slow(subject, hdr, payload, ts, seq, msg_id, sizes[i])
+                except (JSApiError, StoreError) as e:
+                    return i, e
+                continue
+            try:
+                if seq and seq > last + 1:
+                    store.skip_to(seq)
+                seq, ts, _ = append(subject, hdr, payload, ts, 0, sizes[i])
+            except StoreFullError as e:
+                return i, api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage")
+            except StoreError as e:
+                return i, e
+            if msg_id and dedupe is not None:
+                dedupe[msg_id] = (seq, ts)
+            if limits and self._trim_totals():
+                self.notify_removed()
+            for c in consumers:
+                c.on_msg(seq, subject)
+        return len(rows), None
+
+    def _store_run_plain(self, rows: list[tuple[str, bytes, bytes, int, int, str]], sizes: list[int],
+                         consumers: list[Any]) -> tuple[int, Exception | None]:
+        """`store_synced_run` for a stream with nothing to apply after a write but its consumers' wake-up:
+        each stretch of consecutive sequences is one `append_run` of the store."""
+        store = self.store
+        stretch: list[tuple[str, bytes, bytes, int, int]] = []
+        start = 0  # the index of the stretch's first row
+        last = store.last_seq
+        for i, (subject, hdr, payload, ts, seq, _) in enumerate(rows):
+            if seq:
+                if seq <= last:
+                    err = self._append_stretch(stretch, consumers)
+                    return (i, ValueError(f"sequence {seq} is not past the last one ({last})")) if err is None \
+                        else (start, err)
+                if seq > last + 1:
+                    err = self._append_stretch(stretch, consumers)
+                    if err is not None:
+                        return start, err
+                    stretch = []
+                    start = i
+                    try:
+                        store.skip_to(seq)  # the origin's gap (deleted or expired there) kept as deleted
+                    except StoreError as e:
+                        return i, e
+                last = seq
+            else:
+                last += 1
+            stretch.append((subject, hdr, payload, ts, sizes[i]))
+        err = self._append_stretch(stretch, consumers)
+        return (len(rows), None) if err is None else (start, err)
+
+    def _append_stretch(self, stretch: list[tuple[str, bytes, bytes, int, int]], consumers: list[Any]) -> Exception | None:
+        if not stretch:
+            return None
+        store = self.store
+        try:
+            store.append_run(stretch)
+        except StoreError as e:
+            return e
+        if consumers:
+            seq = store.last_seq - len(stretch)
+            for m in stretch:
+                seq += 1
+                for c in consumers:
+                    c.on_msg(seq, m[0])
+        return None
+
+    def _append_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int, msg_id: str,
+                       size: int) -> None:
+        """The checked message of `store_synced` into the store, with this stream's limits after it."""
+        store = self.store
         if seq > store.last_seq + 1:
             store.skip_to(seq)
         ttl = 0
@@ -806,8 +938,12 @@ class Stream:
             raise api_error("JSStreamStoreFailedF", err=str(e) or "insufficient storage") from None
         if msg_id and self.dup_window:
             self.dedupe[msg_id] = (seq, ts)
-        removed, trimmed = self._trim_subject(subject)
-        removed += self._trim_totals()
+        removed = 0
+        trimmed: list[Any] = []
+        if self.max_per > 0:
+            removed, trimmed = self._trim_subject(subject)
+        if self.max_msgs > 0 or self.max_bytes > 0:
+            removed += self._trim_totals()
         if removed:
             self.notify_removed(seqs=[m.seq for m in trimmed])
         if b"Nats-Rollup" in hdr and self.allow_rollup and not self.config.get("deny_purge"):

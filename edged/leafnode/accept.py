@@ -19,7 +19,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from edged import SERVER_VERSION
+from edged import API_LEVEL, SERVER_VERSION
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.auth import AuthError, AuthResult, check_password, decode_sig
 from edged.connection import Connection
@@ -509,6 +509,8 @@ class LeafAcceptor:
         info["client_id"] = conn.cid
         info["nonce"] = conn.nonce
         info["info_on_connect"] = True
+        if API_LEVEL:
+            info["api_lvl"] = API_LEVEL
         info["leafnode_urls"] = [info["ip"]]
         return info
 

@@ -25,6 +25,9 @@ OP_ERROR = 9  # (OP_ERROR, text): protocol violation, the parser is dead
 # and reply, only from a parser made with runs=True; the connection matches and checks once per run
 OP_LMSGS = 10
 OP_CONNECT = 11  # (OP_CONNECT, dict): what a soliciting leaf sends to edged's leafnode port
+# (OP_LMSGR, subject, [reply, ...], [payload, ...]): consecutive plain LMSGs with one subject, each with a reply
+# of its own (a JetStream consumer's deliveries, whose ack replies are unique), only with runs=True
+OP_LMSGR = 12
 
 _PING_EV = (OP_PING,)
 _PONG_EV = (OP_PONG,)
@@ -39,8 +42,9 @@ def _size(b: bytes) -> int:
 
 class LeafParser(Framer):
     """Incremental parser for what the peer sends on a leafnode connection (a hub, or a leaf that
-    connects to edged: then CONNECT too). With `runs`, plain LMSGs that
-    follow one another with the same subject and reply come out as one OP_LMSGS event."""
+    connects to edged: then CONNECT too). With `runs`, plain LMSGs that follow one another with the same
+    subject and reply come out as one OP_LMSGS event, with the same subject and each its own reply as one
+    OP_LMSGR event."""
 
     __slots__ = ("runs", "_lines")
 
@@ -68,6 +72,8 @@ class LeafParser(Framer):
         lines = self._lines
         run: tuple = ()
         single: tuple = ()
+        vrun: tuple = ()
+        vprefix = b""
         while pos < n:
             nl = find(b"\n", pos)
             if nl < 0:
@@ -76,8 +82,41 @@ class LeafParser(Framer):
                 break
             if nl - pos > mcl:
                 return self._fail(events, "maximum control line exceeded")
-            # runs mode: a plain LMSG line seen before needs no parsing
-            ent = lines.get(buf[pos : nl + 1]) if runs and find_at(b"LMSG ", pos) else None
+            if vrun and find_at(vprefix, pos) and events[-1] is vrun:
+                # the next ones of a run of replies: `LMSG <its subject> <reply> <size>`, each read with two
+                # finds; a line that does not read so is left to the general path below
+                add_reply = vrun[2].append
+                add_payload = vrun[3].append
+                vlen = len(vprefix)
+                max_payload = self.max_payload
+                while True:
+                    a = pos + vlen
+                    sp = find(b" ", a, nl)
+                    if sp <= a:
+                        break
+                    szb = buf[sp + 1 : nl - 1 if buf[nl - 1] == 13 else nl]
+                    if not szb.isdigit() or len(szb) > 10:
+                        break
+                    size = int(szb)
+                    stop = nl + 1 + size
+                    if stop + 2 > n or size > max_payload or buf[stop] != 13 or buf[stop + 1] != 10:
+                        break
+                    add_reply(buf[a:sp])
+                    add_payload(buf[nl + 1 : stop])
+                    pos = stop + 2
+                    nl = find(b"\n", pos) if find_at(vprefix, pos) else -1
+                    if nl < 0 or nl - pos > mcl:
+                        nl = -1
+                        break
+                if nl < 0:
+                    continue  # the next line is another kind (or not all here yet): the outer loop reads it
+            # runs mode: a plain LMSG line seen before needs no parsing; the line of a JetStream delivery
+            # (an ack reply is unique to its message) is never seen again: neither looked up nor kept
+            ent = None
+            memo = False
+            if runs and find_at(b"LMSG ", pos) and find(b" $JS.ACK.", pos, nl) < 0:
+                memo = True
+                ent = lines.get(buf[pos : nl + 1])
             if ent is not None:
                 word = b"LMSG"
                 args = [word]
@@ -103,7 +142,7 @@ class LeafParser(Framer):
                     reply = args[2] if na == 4 else b""
                     hsize = -1
                     size = int(args[-1])
-                    if runs and size <= self.max_payload and find_at(b"LMSG ", pos):
+                    if memo and size <= self.max_payload:
                         if len(lines) >= 256:
                             lines.clear()
                         ln = buf[pos : nl + 1]
@@ -124,6 +163,11 @@ class LeafParser(Framer):
                     return self._fail(events, "Unknown Protocol Operation")
                 if hsize < 0 and runs and not queues:
                     last = events[-1] if events else None
+                    if last is vrun and vrun[1] == subject and reply:
+                        vrun[2].append(reply)
+                        vrun[3].append(buf[start:stop])
+                        pos = stop + 2
+                        continue
                     if last is run and run[1] == subject and run[2] == reply:
                         payloads = run[3]
                         payloads.append(buf[start:stop])
@@ -131,6 +175,12 @@ class LeafParser(Framer):
                         # a second message on the subject: the single event becomes a run
                         payloads = [single[5], buf[start:stop]]
                         run = events[-1] = (OP_LMSGS, subject, reply, payloads)
+                    elif last is single and single[1] == subject and reply and single[2]:
+                        # the same subject with another reply: a run of replies
+                        vrun = events[-1] = (OP_LMSGR, subject, [single[2], reply], [single[5], buf[start:stop]])
+                        vprefix = b"LMSG " + subject + b" "
+                        pos = stop + 2
+                        continue
                     else:
                         # alone until the next message says otherwise: a run of one costs more than an event
                         single = (OP_LMSG, subject, reply, queues, None, buf[start:stop])

@@ -25,6 +25,7 @@ from edged.leafnode.codec import (
     OP_ERROR,
     OP_INFO,
     OP_LMSG,
+    OP_LMSGR,
     OP_LMSGS,
     OP_LSUB,
     OP_LUNSUB,
@@ -40,7 +41,7 @@ from edged.leafnode.dialing import LeafURL, sign_nonce
 from edged.leafnode.pacing import set_paced, tune_link_socket
 from edged.log import TRACE, log
 from edged.protocol import CRLF
-from edged.receiver import KIND_LEAF, Subscription
+from edged.receiver import KIND_LEAF, Message, Subscription
 from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
 from edged.tlsconf import client_ssl_context
 
@@ -55,6 +56,7 @@ CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
 CLUSTER_NAME_DELAY = 30.0
 MIN_VERSION_DELAY = 5.0
+_MSG_OPS = (OP_LMSG, OP_LMSGR)
 
 
 class LeafConnection(Connection):
@@ -129,14 +131,24 @@ class LeafConnection(Connection):
     # -------------------------------------------------------------------------- protocol
 
     def process(self, events: list[tuple]) -> None:
-        for ev in events:
+        i = 0
+        n = len(events)
+        while i < n:
             if self.closed:
                 return
+            ev = events[i]
+            i += 1
             op = ev[0]
             if op == OP_LMSGS:
                 self._on_msgs(ev[1], ev[2], ev[3])
+            elif op == OP_LMSGR:
+                i = self._on_js_run(events, i - 1)
             elif op == OP_LMSG:
-                self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
+                if i < n and not ev[3] and ev[2].startswith(b"$JS.ACK.") and events[i][0] in _MSG_OPS \
+                        and events[i][1] == ev[1]:
+                    i = self._on_js_run(events, i - 1)
+                else:
+                    self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == OP_LSUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
             elif op == OP_LUNSUB:
@@ -456,6 +468,70 @@ class LeafConnection(Connection):
             return
         self.account.route_as(subject, subject_b, framed, reply_b, hdr, payload, self, queues)
 
+    def _on_js_run(self, events: list[tuple], i: int) -> int:
+        """Messages one after another to one subject, each with its own reply (OP_LMSGR runs, and single
+        LMSGs with headers): the JetStream deliveries among them (a consumer's backlog, as a mirror or source
+        drains it) decoded and checked as `_on_js_delivery` does and routed as runs
+        (`Account.route_as_batch`), anything else as `_on_msg`, in order. Returns the index of the first
+        event not taken."""
+        subject_b = events[i][1]
+        msgs: list[Message] = []
+        nbytes = 0
+        n = len(events)
+        j = i
+        while j < n:
+            ev = events[j]
+            op = ev[0]
+            if op == OP_LMSGR:
+                if ev[1] != subject_b:
+                    break
+                for reply_b, payload in zip(ev[2], ev[3], strict=True):
+                    at = reply_b.find(b"@")
+                    if at > 0 and reply_b.count(b".", 0, at) >= 8 and reply_b.startswith(b"$JS.ACK."):
+                        # decode_ack_reply's answer when the first `@` is the one
+                        msgs.append((reply_b[at + 1:] or subject_b, reply_b[:at], None, payload))
+                        nbytes += len(payload)
+                        continue
+                    framed, ack = decode_ack_reply(subject_b, reply_b)
+                    if framed is subject_b:  # not a delivery that crossed a link (no `@<subject>`)
+                        if msgs:
+                            self._route_js_run(subject_b, msgs, nbytes)
+                            msgs, nbytes = [], 0
+                        if self.closed:
+                            return n
+                        self._on_msg(subject_b, reply_b, (), None, payload)
+                        continue
+                    msgs.append((framed, ack, None, payload))
+                    nbytes += len(payload)
+            elif op == OP_LMSG and ev[1] == subject_b and not ev[3]:
+                framed, ack = decode_ack_reply(subject_b, ev[2])
+                if framed is subject_b:
+                    break
+                hdr = ev[4]
+                payload = ev[5]
+                msgs.append((framed, ack, hdr, payload))
+                nbytes += len(payload) if hdr is None else len(payload) + len(hdr)
+            else:
+                break
+            j += 1
+        if msgs:
+            self._route_js_run(subject_b, msgs, nbytes)
+        if j == i:  # a single LMSG that is no delivery after all
+            ev = events[i]
+            self._on_msg(ev[1], ev[2], ev[3], ev[4], ev[5])
+            return i + 1
+        return j
+
+    def _route_js_run(self, subject_b: bytes, msgs: list[Message], nbytes: int) -> None:
+        if self.closed:
+            return
+        self.in_msgs += len(msgs)
+        self.in_bytes += nbytes
+        subject = subject_b.decode("utf-8", "surrogateescape")
+        di = self._deny_imp
+        if di is None or di.allows(subject):
+            self.account.route_as_batch(subject, subject_b, msgs, nbytes, self, ())
+
     def _on_msgs(self, subject_b: bytes, reply_b: bytes, payloads: list[bytes]) -> None:
         """A run of plain LMSGs with one subject and reply: checked once and routed as a run."""
         if reply_b.startswith(b"$JS.ACK.") or subject_b.startswith(self._in_special):
@@ -548,6 +624,42 @@ class LeafConnection(Connection):
                 reply = self._at_encoded = reply + b"@" + subject
         self.deliver(sub, routed, reply, hdr, payload)
 
+    def takes_routed_batch(self, sub: Subscription) -> bool:
+        """For a plain (non-queue) subscription: framing only queues output, the slow-consumer check waits
+        for the flush."""
+        return not sub.queue
+
+    def deliver_routed_batch(self, sub: Subscription, routed: bytes, msgs: list[Message], nbytes: int) -> None:
+        """`deliver_routed` of each message (`LMSG <routed> <reply>@<subject>`), checked once and framed into
+        one buffer: a consumer draining a backlog to the hub hands over hundreds at a time."""
+        if not self._run_allowed(routed):
+            return
+        parts: list[bytes] = []
+        add = parts.append
+        for subject, reply, hdr, payload in msgs:
+            if hdr is None:
+                if reply:
+                    add(b"LMSG %s %s@%s %d\r\n%s\r\n" % (routed, reply, subject, len(payload), payload))
+                else:
+                    add(b"LMSG %s %d\r\n%s\r\n" % (routed, len(payload), payload))
+            else:
+                hs = len(hdr)
+                if reply:
+                    add(b"HMSG %s %s@%s %d %d\r\n%s%s\r\n" % (routed, reply, subject, hs, hs + len(payload), hdr,
+                                                               payload))
+                else:
+                    add(b"HMSG %s %d %d\r\n%s%s\r\n" % (routed, hs, hs + len(payload), hdr, payload))
+        data = b"".join(parts)
+        n = len(msgs)
+        sub.delivered += n
+        self.out.append(data)
+        self.out_msgs += n
+        self.out_bytes += nbytes
+        self.pending += len(data)
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.server.flush_soon(self)
+
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Always: delivery only queues output, the slow-consumer check waits for the flush."""
         return True
@@ -557,11 +669,7 @@ class LeafConnection(Connection):
         subscription: the checks and the LMSG line are done once, equal-sized messages written with one
         join. No other subscription of this connection gets the same messages (`run_receivers`), so there
         is nothing to merge."""
-        self._forget_last()
-        if self.closed or not self.connected or subject.startswith(self._out_deny):
-            return
-        exp = self._exp
-        if exp is not None and not exp.allows(subject.decode("utf-8", "surrogateescape")):
+        if not self._run_allowed(subject):
             return
         q = sub.queue
         if q:  # not reached from the router (queue subscriptions are in groups), kept correct anyway
@@ -570,6 +678,14 @@ class LeafConnection(Connection):
             self._forget_last()
             return
         self._queue_run(sub, payloads, b"LMSG %s %s " % (subject, reply) if reply else b"LMSG %s " % subject)
+
+    def _run_allowed(self, subject: bytes) -> bool:
+        """May a run of messages routed by `subject` go to the hub (`deliver`'s checks, once for the run)?"""
+        self._forget_last()
+        if self.closed or not self.connected or subject.startswith(self._out_deny):
+            return False
+        exp = self._exp
+        return exp is None or exp.allows(subject.decode("utf-8", "surrogateescape"))
 
     def _merge(self, sub: Subscription) -> None:
         """Another subscription of the same router pass: add its queue group to the written LMSG."""

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from edged import SERVER_VERSION
+from edged import API_LEVEL, SERVER_VERSION
 from edged.account_jwt import untokenize
 from edged.accounts import GLOBAL_ACCOUNT, InternalClient
+from edged.doctor import doctor_of
 from edged.goformat import rfc3339, rtt_text, uptime_text
 from edged.imports import StreamImportRule
 from edged.log import log
@@ -193,12 +194,17 @@ def _js_config_from_opts(server: Server) -> dict[str, Any]:
         cfg["domain"] = js.domain
     if js.unique_tag:
         cfg["unique_tag"] = js.unique_tag
+    cfg["strict"] = True  # API requests are always read strictly
     return _drop_empty(cfg) | {"max_memory": cfg["max_memory"], "max_storage": cfg["max_storage"]}
+
+
+FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": False,
+                 "js_snapshot_sources": False}
 
 
 def _empty_js_stats() -> dict[str, Any]:
     return {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0, "accounts": 0,
-            "ha_assets": 0, "api": {"level": 0, "total": 0, "errors": 0}}
+            "ha_assets": 0, "api": {"level": API_LEVEL, "total": 0, "errors": 0}}
 
 
 def _js_info(server: Server) -> dict[str, Any] | None:
@@ -301,6 +307,10 @@ def varz(server: Server) -> dict[str, Any]:
         "subscriptions": sum(a.sublist.count for a in list(server.accounts.values())),
         "http_req_stats": dict(st.http_req_stats),
         "config_load_time": rfc3339(server.config_load_time),
+        "config_digest": server.opts.config_digest,
+        # nats-server's opt-in wire formats and Raft switches: edged uses none of them (the v1 ack subject
+        # format, no Raft), which is what `false` says
+        "feature_flags": dict(FEATURE_FLAGS),
     }
     if server.system_account_name:
         v["system_account"] = server.system_account_name
@@ -320,7 +330,10 @@ def _mqtt_varz(server: Server) -> dict[str, Any]:
     return _drop_empty({
         "host": m.host, "port": m.port, "no_auth_user": m.no_auth_user,
         "tls_timeout": m.tls.timeout if m.tls else 0, "ack_wait": int(m.ack_wait * 1e9),
-        "max_ack_pending": m.max_ack_pending,
+        "max_ack_pending": m.max_ack_pending, "js_domain": m.js_domain, "reject_qos2_pub": m.reject_qos2_publish,
+        "downgrade_qos2_sub": m.downgrade_qos2_subscribe,
+        # edged's: MQTT connections open now (a connection kind that carries an MQTT client id)
+        "connections": sum(1 for c in server.clients.values() if getattr(c, "mqtt_client", None) is not None),
     })
 
 
@@ -912,11 +925,11 @@ def healthz(server: Server, o: HealthzOptions | None = None) -> dict[str, Any]:
 
 
 def _healthy(server: Server) -> dict[str, Any]:
-    """An ok HealthStatus; edged adds `warnings` (creds expiring soon, a refused creds rotation) that are
-    worth a person's attention but no reason for a supervisor to restart anything."""
+    """An ok HealthStatus; edged adds `warnings` (the link doctor's: creds expiring soon or a refused creds
+    rotation, a link connected but silent for long) worth a person's attention but no reason for a
+    supervisor to restart anything."""
     h: dict[str, Any] = {"status": "ok", "status_code": 200}
-    lm = server.leafnodes
-    warnings = lm.creds_warnings() if lm is not None else []
+    warnings = doctor_of(server).findings()
     if warnings:
         h["warnings"] = warnings
     return h

@@ -19,6 +19,7 @@ import pytest
 from tests.support.aio import eventually as _wait
 from tests.support.aio import run
 from tests.support.jsutil import api as _req
+from tests.support.jsutil import read_stream
 from tests.support.leaf import Hub, hub_binary
 from tests.support.servers import KINDS, ServerProcess, free_port
 from tests.support.tcpproxy import TCPProxy
@@ -170,6 +171,129 @@ def test_mirror_and_sources_from_hub_same_as_nats_server_leaf(
         hub.stop()
     for a, b in zip(results["edged"], results["nats-server"], strict=True):
         assert a == b, f"\nedged:       {a}\nnats-server: {b}"
+
+
+async def _hub_backlog(hc: Any, lc: Any, n: int, msg: Callable[[int], tuple[str, bytes, Any]]) -> None:
+    """The hub's stream `commands` holding n messages (`msg(i)`: subject, data, headers), 500 publishes in
+    flight at a time, and the leaf linked."""
+    await _req(hc, "$JS.API.STREAM.CREATE.commands", {"name": "commands", "subjects": ["cmd.>"]})
+    js = hc.jetstream()
+    acks = []
+    for i in range(1, n + 1):
+        subject, data, hdrs = msg(i)
+        acks.append(js.publish(subject, data, headers=hdrs))
+    for i in range(0, n, 500):
+        await asyncio.gather(*acks[i:i + 500])
+    await _wait(lambda: _linked(lc), 15, "leaf linked")
+
+
+def _on_each_leaf(hub_bin: str, start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess],
+                  scenario: Callable[[Any, Any], Any], timeout: float,
+                  check: Callable[[str, ServerProcess], None] | None = None) -> dict[str, Any]:
+    """`scenario(hub client, leaf client)` with a fresh hub and a leaf of each kind: {kind: its result};
+    `check(kind, leaf)` looks at the leaf before it stops."""
+    results: dict[str, Any] = {}
+    for kind in KINDS:
+        hub = start_hub(hub_bin, HUB_JS_CONF)
+        leaf = _leaf(start_server, kind, hub.leaf_port)
+
+        async def main(hub: Hub = hub, leaf: ServerProcess = leaf) -> Any:
+            hc = await nats.connect(f"nats://app:app@127.0.0.1:{hub.port}")
+            lc = await _connect(leaf)
+            try:
+                return await scenario(hc, lc)
+            finally:
+                await lc.close()
+                await hc.close()
+
+        results[kind] = run(main(), timeout=timeout)
+        if check is not None:
+            check(kind, leaf)
+        leaf.stop()
+        hub.stop()
+    return results
+
+
+def _source_identity_masked(hdrs: dict[str, str]) -> dict[str, str]:
+    """`Nats-Stream-Source` without its 6th field (a 2.15 hub's identity of its stream, new per stream)."""
+    v = hdrs.get("Nats-Stream-Source")
+    if v is not None:
+        hdrs = {**hdrs, "Nats-Stream-Source": " ".join(v.split(" ")[:5])}
+    return hdrs
+
+
+def _command(i: int) -> tuple[str, bytes, dict[str, str] | None]:
+    """Command i: every fifth with an id header, every seventh else with an expectation (which a mirror
+    drops) beside a header it keeps."""
+    hdrs = None
+    if i % 5 == 0:
+        hdrs = {"Cmd-Id": str(i), "Nats-Msg-Id": f"c{i}"}
+    elif i % 7 == 0:
+        hdrs = {"Nats-Expected-Stream": "commands", "Keep": "yes"}
+    return f"cmd.dev{i % 4}", b"command %d " % i + b"x" * (i % 300), hdrs
+
+
+def test_backlog_drain_same_as_nats_server_leaf(
+        hub_bin: str, start_hub: Callable[..., Hub], start_server: Callable[..., ServerProcess]) -> None:
+    """A backlog of thousands of hub messages (the deliveries reach the leaf in runs of hundreds, stored
+    a run at a time), some with headers the mirror strips or keeps, with gaps deleted at the origin: a
+    mirror and a source with a subject transform hold the same messages, sequences and headers with edged
+    as with a nats-server leaf, and the mirror's lag ends at 0."""
+    n = 3000
+
+    async def scenario(hc: Any, lc: Any) -> dict[str, Any]:
+        await _hub_backlog(hc, lc, n, _command)
+        for seq in (10, 11, 1500):
+            await _req(hc, "$JS.API.STREAM.MSG.DELETE.commands", {"seq": seq})
+        await _req(lc, "$JS.API.STREAM.CREATE.commands", MIRROR)
+        await _req(lc, "$JS.API.STREAM.CREATE.agg", {"name": "agg", "sources": [
+            {"name": "commands", "external": {"api": "$JS.hub.API", "deliver": ""},
+             "subject_transforms": [{"src": "cmd.*", "dest": "hub.{{wildcard(1)}}"}]}]})
+        m = await _wait(lambda: _count(lc, "commands", n - 3), 60, "mirror drained")
+        s = await _wait(lambda: _count(lc, "agg", n - 3), 60, "source drained")
+        out: dict[str, Any] = {"mirror state": m["state"], "lag": m["mirror"]["lag"],
+                               "source seq": s["sources"][0]["seq"], "agg state": s["state"]}
+        for k in ("first_ts", "last_ts"):
+            out["mirror state"].pop(k, None)
+            out["agg state"].pop(k, None)
+        out["mirror"] = await read_stream(lc, "commands", n - 3)
+        out["agg"] = [(q, subj, _source_identity_masked(h), d) for q, subj, h, d in await read_stream(lc, "agg", n - 3)]
+        return out
+
+    results = _on_each_leaf(hub_bin, start_hub, start_server, scenario, 150)
+    e, ref = results["edged"], results["nats-server"]
+    assert [q for q, *_ in ref["mirror"]] == [q for q in range(1, n + 1) if q not in (10, 11, 1500)]
+    assert ref["lag"] == 0
+    for key in ("mirror state", "lag", "source seq", "agg state", "mirror", "agg"):
+        assert e[key] == ref[key], key
+
+
+def test_backlog_past_the_mirrors_limit(hub_bin: str, start_hub: Callable[..., Hub],
+                                        start_server: Callable[..., ServerProcess]) -> None:
+    """A mirror with `max_msgs` and `discard: new` fed a backlog bigger than its limit: the run that
+    reaches the limit stores up to it, the rest is refused, nothing is stored twice or out of order, and
+    the leaf keeps serving; compared with a nats-server leaf."""
+    n, limit = 2000, 700
+
+    async def scenario(hc: Any, lc: Any) -> dict[str, Any]:
+        await _hub_backlog(hc, lc, n, lambda i: (f"cmd.{i % 3}", b"c%d" % i, None))
+        r = await _req(lc, "$JS.API.STREAM.CREATE.commands", {**MIRROR, "max_msgs": limit, "discard": "new"})
+        assert "error" not in r, r
+        await _wait(lambda: _count(lc, "commands", limit), 30, "mirror at its limit")
+        await asyncio.sleep(1.5)  # what more would come, and retries
+        info = await _req(lc, "$JS.API.STREAM.INFO.commands", {})
+        msgs = await read_stream(lc, "commands", limit)
+        return {"state": (info["state"]["messages"], info["state"]["first_seq"], info["state"]["last_seq"]),
+                "msgs": [(q, subj, d) for q, subj, _, d in msgs]}
+
+    def refused(kind: str, leaf: ServerProcess) -> None:
+        if kind == "edged":
+            assert "maximum messages exceeded" in leaf.log_tail(20000)  # the store refused, and said so
+
+    results = _on_each_leaf(hub_bin, start_hub, start_server, scenario, 90, refused)
+    e, ref = results["edged"], results["nats-server"]
+    assert ref["state"] == (limit, 1, limit)
+    assert e == ref
 
 
 # ---------------------------------------------------------------------------------- outages

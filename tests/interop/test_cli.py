@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import nats
 import pytest
 
-from edged import SERVER_VERSION, __version__
+from edged import API_LEVEL, SERVER_VERSION, __version__
 from tests.support.servers import ROOT, ServerProcess, free_port, nats_server_path, wait_port
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -78,8 +79,13 @@ async def connect_error(url: str, **kw: Any) -> str:
 
 @pytest.mark.parametrize("arg", ["--version", "-v", "-version", "version"])
 def test_version(arg: str) -> None:
+    """nats-server's own `--version` line first (what tools that launch a nats-server parse), then edged's."""
     r = edged(arg)
-    assert (r.returncode, r.stdout) == (0, f"edged {__version__} (nats-server {SERVER_VERSION} compatible)\n")
+    assert (r.returncode, r.stdout) == (0, f"nats-server: v{SERVER_VERSION}\nedged: v{__version__} "
+                                           f"(JetStream API level {API_LEVEL})\n")
+    ref = subprocess.run([nats_server_path(), "--version"], capture_output=True, text=True, timeout=10)
+    assert re.fullmatch(r"nats-server: v\d+\.\d+\.\d+\n", ref.stdout)  # the form the first line copies
+    assert re.fullmatch(r"nats-server: v\d+\.\d+\.\d+", r.stdout.splitlines()[0])
 
 
 def test_check_good_and_bad(tmp_path: Path) -> None:

@@ -180,3 +180,36 @@ async def api(nc: Any, subject: str, body: Any, timeout: float = 3.0) -> dict[st
     """A JSON request (the JetStream API's shape) and its decoded reply."""
     r = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
     return json.loads(r.data)  # type: ignore[no-any-return]
+
+
+async def read_stream(nc: Any, stream: str, n: int, timeout: float = 20.0,
+                      api_prefix: str = "$JS.API") -> list[tuple[int, str, dict[str, str], bytes]]:
+    """Every message of `stream` (n of them), through one ephemeral push consumer (ack none): (stream
+    sequence, subject, headers, data) each, in order. One consumer instead of a get per message, for
+    streams of thousands."""
+    inbox = nc.new_inbox()
+    got: list[Any] = []
+    done = asyncio.get_running_loop().create_future()
+
+    async def on_msg(m: Any) -> None:
+        if not m.reply:  # a heartbeat or flow control: none asked for
+            return
+        got.append(m)
+        if len(got) >= n and not done.done():
+            done.set_result(None)
+
+    sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=n + 100, pending_bytes_limit=-1)
+    try:
+        r = await api(nc, f"{api_prefix}.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": {
+            "deliver_subject": inbox, "ack_policy": "none", "deliver_policy": "all", "max_ack_pending": -1}})
+        assert "error" not in r, r
+        if n:
+            await asyncio.wait_for(done, timeout)
+    finally:
+        await sub.unsubscribe()
+    out = []
+    for m in got:
+        toks = m.reply.split(".")
+        seq = int(toks[5] if len(toks) == 9 else toks[7])
+        out.append((seq, m.subject, dict(m.headers or {}), m.data))
+    return out

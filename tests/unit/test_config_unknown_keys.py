@@ -25,10 +25,12 @@ def test_known_keys_of_every_block_load() -> None:
     assert o.server_name == "S1" and o.jetstream.store_dir == "./js"
     assert [a.name for a in o.accounts] == ["A", "B"]
     ignored = {w.key for w in o.warnings}
-    assert {"cluster", "gateway", "mqtt", "limits", "proxies"} <= ignored and "websocket" not in ignored
+    assert {"cluster", "gateway", "limits", "proxies"} <= ignored
+    assert "websocket" not in ignored and "mqtt" not in ignored
     w = o.websocket
     assert w is not None and w.no_tls and w.compression and w.handshake_timeout == 2
     assert (w.auth_timeout, w.headers) == (2, {"X-Edge": "yes"})
+    assert o.mqtt is not None and (o.mqtt.js_domain, o.mqtt.username, o.mqtt.max_ack_pending) == ("d", "m", 100)
 
 
 def test_every_unknown_key_of_a_file_is_reported() -> None:

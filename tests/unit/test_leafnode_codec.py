@@ -20,6 +20,7 @@ from edged.leafnode.codec import (
     OP_ERROR,
     OP_INFO,
     OP_LMSG,
+    OP_LMSGR,
     OP_LMSGS,
     OP_LSUB,
     OP_LUNSUB,
@@ -213,7 +214,7 @@ def test_proxy_heads() -> None:
 
 
 def _feed_runs(data: bytes, cuts: list[int]) -> list[tuple]:
-    """runs=True parsing, each OP_LMSGS spread back into the OP_LMSG events it stands for."""
+    """runs=True parsing, each OP_LMSGS and OP_LMSGR spread back into the OP_LMSG events it stands for."""
     p = LeafParser(runs=True, max_payload=50)
     evs: list[tuple] = []
     prev = 0
@@ -225,6 +226,9 @@ def _feed_runs(data: bytes, cuts: list[int]) -> list[tuple]:
         if ev[0] == OP_LMSGS:
             assert ev[3]
             out += [(OP_LMSG, ev[1], ev[2], (), None, pl) for pl in ev[3]]
+        elif ev[0] == OP_LMSGR:
+            assert len(ev[2]) == len(ev[3]) >= 2 and all(ev[2])
+            out += [(OP_LMSG, ev[1], r, (), None, pl) for r, pl in zip(ev[2], ev[3], strict=True)]
         else:
             out.append(ev)
     return out
@@ -257,6 +261,10 @@ _lpieces = st.sampled_from([
     b"LMSG a 1\r\nx\r\n", b"LMSG a 1\r\ny\r\n", b"LMSG a 2\r\nxy\r\n", b"LMSG a r 1\r\nx\r\n", b"LMSG b 0\r\n\r\n",
     b"LMSG a | q 1\r\nx\r\n", b"LMSG a 1\nx\r\n", b"lmsg a 1\r\nx\r\n", b"HMSG a 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
     b"PING\r\n", b"LS+ a\r\n", b"LMSG a 1\r\nxy\r\n", b"LMSG a 1\r\nx\n", b"LMSG a 99\r\n", b"\r\n",
+    b"LMSG a s 1\r\nx\r\n", b"LMSG a $JS.ACK.s.c.1.1.1.1.0@b 1\r\nx\r\n", b"LMSG a $JS.ACK.s.c.1.2.2.1.0@b 2\r\nxy\r\n",
+    b"LMSG b $JS.ACK.s.c.1.3.3.1.0@b 0\r\n\r\n", b"LMSG a $JS.ACK.x 1\r\n\r\n", b"LMSG a t 1\r\nx\n",
+    b"LMSG a  u 1\r\nx\r\n", b"LMSG a u\t1\r\nx\r\n", b"LMSG a v 77\r\n", b"LMSG a | q 1\r\nx\r\n", b"LMSG a w 1 \r\nx\r\n",
+    b"LMSG a + r q 1\r\nx\r\n", b"LMSG a x 51\r\n" + b"y" * 51 + b"\r\n",
 ])
 
 
@@ -265,6 +273,22 @@ _lpieces = st.sampled_from([
 def test_runs_give_the_same_messages_however_split(pieces: list[bytes], cuts: list[int]) -> None:
     data = b"".join(pieces)
     assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+
+
+def test_runs_of_replies() -> None:
+    """Plain LMSGs to one subject, each with a reply of its own (a JetStream consumer's deliveries): one
+    OP_LMSGR event, in order; a message without a reply, with headers or to another subject ends it."""
+    acks = [b"$JS.ACK.s.c.1.%d.%d.1.0@cmd.%d" % (i, i, i) for i in range(1, 5)]
+    data = b"".join(b"LMSG d %s 2\r\nm%d\r\n" % (a, i) for i, a in enumerate(acks))
+    data += b"LMSG d 1\r\nz\r\nLMSG d r1 1\r\na\r\nLMSG d r2 1\r\nb\r\nHMSG d r3 12 12\r\nNATS/1.0\r\n\r\n\r\n"
+    data += b"LMSG e r4 1\r\nc\r\nLMSG e r4 1\r\nd\r\n"
+    assert LeafParser(runs=True).feed(data) == [
+        (OP_LMSGR, b"d", acks, [b"m0", b"m1", b"m2", b"m3"]),
+        (OP_LMSG, b"d", b"", (), None, b"z"),
+        (OP_LMSGR, b"d", [b"r1", b"r2"], [b"a", b"b"]),
+        (OP_LMSG, b"d", b"r3", (), b"NATS/1.0\r\n\r\n", b""),
+        (OP_LMSGS, b"e", b"r4", [b"c", b"d"]),
+    ]
 
 
 def test_runs_remembered_lines_are_not_confused() -> None:

@@ -351,3 +351,34 @@ async def test_read_batch_matches_load_next(env: tuple[Store, bool]) -> None:
                     nxt = m.seq + 1
                 assert st.read_batch(start, flt, limit) == want, (flt, start, limit)
                 assert [tuple(r[:5]) for r in st.read_rows(start, flt, limit)] == [tuple(m[:5]) for m in want]
+
+
+async def test_append_run_is_appends_in_turn(env: tuple[Store, bool]) -> None:
+    """`append_run` (a mirror's run, gaps skipped between runs) leaves the stream as `append` of each in turn
+    would: sequences, times, sizes, subjects, state, and what reads back."""
+    store = env[0]
+    msgs = [(f"r.{i % 3}", b"NATS/1.0\r\nA: b\r\n\r\n" if i % 4 == 0 else b"", b"d%d" % i, 1_000 + i, 0)
+            for i in range(40)]
+    one = store.create_stream("ONE", b'{"name":"ONE"}')
+    run = store.create_stream("RUN", b'{"name":"RUN"}')
+    for st in (one, run):
+        st.append("first", b"", b"x", 5, 0, 0)
+        st.skip_to(10)
+    for subj, hdr, data, ts, size in msgs:
+        one.append(subj, hdr, data, ts, 0, size)
+    run.append_run(msgs[:25])
+    run.append_run([])
+    run.append_run(msgs[25:])
+    await _settle(env)
+    assert run.state(deleted=True, subjects_filter=True) == one.state(deleted=True, subjects_filter=True)
+    assert (run.msgs, run.bytes, run.last_seq, run.last_ts) == (one.msgs, one.bytes, one.last_seq, one.last_ts)
+    assert [tuple(m) for m in run.read_batch(1, limit=100)] == [tuple(m) for m in one.read_batch(1, limit=100)]
+    assert [m.seq for m in run.read_batch(1, limit=100)] == [1, *range(10, 50)]
+
+
+async def test_append_run_on_a_deleted_stream(env: tuple[Store, bool]) -> None:
+    store = env[0]
+    st = store.create_stream("GONE", b'{"name":"GONE"}')
+    store.delete_stream("GONE")
+    with pytest.raises(StoreClosedError):
+        st.append_run([("a", b"", b"x", 1, 0)])
