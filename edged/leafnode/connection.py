@@ -38,7 +38,7 @@ from edged.leafnode.codec import (
     msg_head,
 )
 from edged.leafnode.dialing import LeafURL, sign_nonce
-from edged.leafnode.pacing import set_paced, tune_link_socket
+from edged.leafnode.pacing import UNSENT_LOWAT, queue_sizes, set_paced, tune_link_socket
 from edged.log import TRACE, log
 from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Message, Subscription
@@ -50,7 +50,10 @@ if TYPE_CHECKING:
 
 # output (queued and in the transport) past which bulk producers wait (Receiver.backlogged): a JetStream
 # drain to the hub keeps at most this much ahead of the link's own PINGs, PONGs, LS+/LS- and core messages
+# on a slow link; a fast one is allowed pacing.QUEUE_TIME of its measured drain rate, up to BACKLOG_MAX
 BACKLOG_BYTES = 128 * 1024
+BACKLOG_MAX = 4 * 1024 * 1024
+RATE_WINDOW = 0.1  # seconds over which the link's drain rate is measured
 PACED_FOR = 2.0
 CONNECT_PROCESS_TIMEOUT = 2.0  # wait this long for the hub's connect_info INFO
 LOOP_DELAY = 30.0  # nats-server: leafNodeReconnectDelayAfterLoopDetected
@@ -115,6 +118,14 @@ class LeafConnection(Connection):
         self._drain_waiters: dict[Callable[[], None], None] = {}  # see backlogged (a dict: once each, in order)
         self._paced = False  # the socket's unsent queue kept small (see backlogged)
         self._paced_until = 0.0
+        # the queues a drain may fill, sized by the link's drain rate (_measure)
+        self._cap = BACKLOG_BYTES
+        self._lowat = UNSENT_LOWAT
+        self._rate = 0.0
+        self._written = 0  # bytes handed to the transport so far
+        self._rate_at = 0.0  # the current measuring window began then, with _rate_sent bytes gone to the kernel
+        self._rate_sent = 0
+        self._held = False  # a bulk producer was held back in the current window
 
     # -------------------------------------------------------------------------- asyncio callbacks
 
@@ -715,12 +726,15 @@ class LeafConnection(Connection):
 
     def flush(self) -> None:
         self._forget_last()
+        self._written += self.pending
         super().flush()
         if self._drain_waiters:
             self._wake_drained()
         if self._paced and time.monotonic() > self._paced_until:
             self._paced = False
             set_paced(self.transport, False)
+            self._resize(0.0)  # the next drain starts small: the link may be another by then
+            self._rate_at = 0.0
 
     # -------------------------------------------------------------------------- backpressure for bulk producers
 
@@ -731,8 +745,45 @@ class LeafConnection(Connection):
         self._paced_until = time.monotonic() + PACED_FOR
         if not self._paced:
             self._paced = True
-            set_paced(t, True)
-        return self.pending + (t.get_write_buffer_size() if t is not None else 0) > BACKLOG_BYTES
+            set_paced(t, True, self._lowat)
+        tbuf = t.get_write_buffer_size() if t is not None else 0
+        now = self._paced_until - PACED_FOR
+        if now - self._rate_at >= RATE_WINDOW:
+            self._measure(now, self._written - tbuf)
+        if self.pending + tbuf > self._cap:
+            self._held = True
+            return True
+        return False
+
+    def _measure(self, now: float, sent: int) -> None:
+        """The link's drain rate over the window that ends now: what the kernel took of edged's output in
+        it. A window in which the producer was held back measures the link; one in which it never was
+        measures the producer, a lower bound of the link. The queues allowed grow at most twofold a window
+        (the kernel's own queue filling up at first is no measure of the link)."""
+        if self._rate_at and now - self._rate_at < 4 * RATE_WINDOW:
+            rate = (sent - self._rate_sent) / (now - self._rate_at)
+            if not self._held:
+                rate = max(rate, self._rate)
+            self._resize(min(rate, 2 * self._rate if self._rate else rate))
+        self._rate_at, self._rate_sent, self._held = now, sent, False
+
+    def _resize(self, rate: float) -> None:
+        """The queues for a drain at `rate` bytes/s (0: the floors). The transport calls resume_writing
+        once half of edged's share is written, so a producer refills before the link runs out."""
+        self._rate = rate
+        cap, lowat = queue_sizes(rate, BACKLOG_BYTES, BACKLOG_MAX)
+        t = self.transport
+        if cap != self._cap and t is not None and not t.is_closing():
+            if cap > BACKLOG_BYTES:
+                t.set_write_buffer_limits(high=cap, low=cap // 2)
+            else:
+                t.set_write_buffer_limits()  # the transport's defaults, as before any drain
+        self._cap = cap
+        if lowat != self._lowat and (lowat > self._lowat * 1.25 or lowat < self._lowat * 0.8
+                                     or lowat == UNSENT_LOWAT):
+            self._lowat = lowat
+            if self._paced:
+                set_paced(t, True, lowat)
 
 
     def on_drained(self, fn: Callable[[], None]) -> None:
