@@ -26,7 +26,7 @@ def edged(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
     (["help", "run"], "usage: edged run [flags]", "Run the server"),
     (["check", "--help"], "usage: edged check -c FILE [flags]", "Check a configuration file"),
     (["help", "check"], "usage: edged check -c FILE [flags]", "Check a configuration file"),
-    (["version", "-h"], "usage: edged version", "Print edged's version"),
+    (["version", "-h"], "usage: edged version", "Print the nats-server version edged answers as"),
     (["help", "help"], "usage: edged help [command]", "Show edged's help"),
     (["-h"], "usage: edged [command] [flags]", "check      check a configuration file"),
     (["help"], "usage: edged [command] [flags]", "run        run the server"),
