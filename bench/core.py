@@ -126,16 +126,28 @@ def _responder(url: str, subject: str, stop: Any, ready: Any) -> None:
     asyncio.run(main())
 
 
+def _run_client(target: Any, out: Any, args: tuple[Any, ...]) -> None:
+    try:
+        target(*args)
+    except Exception as e:  # the benchmark process waits on `out`: tell it now, not after its timeout
+        out.put(("error", f"{target.__name__}: {type(e).__name__}: {e}"))
+        raise
+
+
 class Procs:
     """Client processes of one measurement; all are killed on exit, whatever happened."""
 
     def __init__(self) -> None:
         self.procs: list[Any] = []
 
-    def start(self, target: Any, *args: Any) -> Any:
-        """Start `target(*args, ready)` and wait until it sets `ready`."""
+    def start(self, target: Any, *args: Any, out: Any = None) -> Any:
+        """Start `target(*args, ready)` and wait until it sets `ready`. With `out` (a queue the benchmark
+        waits on), a failure in the client is put there as ("error", text) at once."""
         ready = CTX.Event()
-        p = CTX.Process(target=target, args=(*args, ready), daemon=True)
+        if out is None:
+            p = CTX.Process(target=target, args=(*args, ready), daemon=True)
+        else:
+            p = CTX.Process(target=_run_client, args=(target, out, (*args, ready)), daemon=True)
         p.start()
         self.procs.append(p)
         if not ready.wait(START_TIMEOUT):

@@ -18,7 +18,6 @@ Run: `python -m bench --only mqtt [--quick]` or `python -m bench.mqtt [--quick]`
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import shutil
 import signal
@@ -32,13 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import mqtt_codec
+from bench.core import CTX, START_TIMEOUT, Procs
 from bench.harness import ROOT, Report, cpu_seconds, rss_bytes
 from bridges.mqtt.codec import MQTTDecoder, encode, encode_publish
 from bridges.mqtt.packets import ConnAck, Connect, PubAck, Publish, SubAck, Subscribe, SubscriptionOptions
 from tests.support.servers import ServerProcess, free_port, wait_port
 
-CTX = mp.get_context("spawn")
-START_TIMEOUT = 60.0
 BROKERS = ("edged", "mosquitto", "nats-server", "amqtt")
 TOPIC = "bench/mqtt"
 RAW_WINDOW = 256  # QoS 1 publishes in flight from the raw client
@@ -353,45 +351,11 @@ def _raw_sub(port: int, expect: int, qos: int, out: Any, ready: Any) -> None:
     s.close()
 
 
-def _run_client(target: Any, out: Any, args: tuple[Any, ...]) -> None:
-    try:
-        target(*args)
-    except Exception as e:  # the benchmark process waits on `out`: tell it now, not after its timeout
-        out.put(("error", f"{target.__name__}: {type(e).__name__}: {e}"))
-        raise
-
-
 def _get(out: Any) -> tuple[Any, ...]:
     item = out.get(timeout=900)
     if item[0] == "error":
         raise RuntimeError(item[1])
     return item
-
-
-class Procs:
-    """Client processes of one measurement; all are killed on exit, whatever happened."""
-
-    def __init__(self) -> None:
-        self.procs: list[Any] = []
-
-    def start(self, target: Any, out: Any, *args: Any) -> None:
-        """`target(*args, ready)` in a process of its own; a failure there is put on `out` as ("error", text)."""
-        ready = CTX.Event()
-        p = CTX.Process(target=_run_client, args=(target, out, (*args, ready)), daemon=True)
-        p.start()
-        self.procs.append(p)
-        if not ready.wait(START_TIMEOUT):
-            raise RuntimeError(f"client process {target.__name__} did not get ready")
-
-    def __enter__(self) -> Procs:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for p in self.procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
 
 
 # ---------------------------------------------------------------- measurements
@@ -407,7 +371,7 @@ class Run:
 def publish_only(b: Broker, client: str, n: int, qos: int) -> Run:
     out, go = CTX.Queue(), CTX.Event()
     with Procs() as ps:
-        ps.start(_paho_pub if client == "paho" else _raw_pub, out, b.port, n, SIZE, qos, go, out)
+        ps.start(_paho_pub if client == "paho" else _raw_pub, b.port, n, SIZE, qos, go, out, out=out)
         c0 = b.cpu()
         go.set()
         tag, t0, t1 = _get(out)
@@ -418,8 +382,8 @@ def publish_only(b: Broker, client: str, n: int, qos: int) -> Run:
 def pub_sub(b: Broker, client: str, n: int, qos: int) -> Run:
     out, go = CTX.Queue(), CTX.Event()
     with Procs() as ps:
-        ps.start(_paho_sub if client == "paho" else _raw_sub, out, b.port, n, qos, out)
-        ps.start(_paho_pub if client == "paho" else _raw_pub, out, b.port, n, SIZE, qos, go, out)
+        ps.start(_paho_sub if client == "paho" else _raw_sub, b.port, n, qos, out, out=out)
+        ps.start(_paho_pub if client == "paho" else _raw_pub, b.port, n, SIZE, qos, go, out, out=out)
         c0 = b.cpu()
         go.set()
         res = {item[0]: item for item in (_get(out), _get(out))}
