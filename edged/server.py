@@ -373,6 +373,8 @@ class Server:
         self.shutting_down = True
         log.info("Initiating Shutdown...")
         self._close_listeners()
+        if self.jetstream is not None and self.jetstream.signal_pull_consumers():
+            await asyncio.sleep(0.05)  # as nats-server: let those statuses go out before the clients close
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
         if self.monitor is not None:

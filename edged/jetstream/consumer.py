@@ -1475,6 +1475,16 @@ class Consumer:
             "type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": self.stream.name,
             "consumer": self.name, "action": "delete"})
 
+    def signal_shutdown(self) -> int:
+        """The server is going down: each waiting pull request gets nats-server's `409 Server Shutdown`
+        with what it still expected, so a client asks again once reconnected (and, its consumer gone,
+        is told so) instead of waiting for a request the next server never heard of. Returns how many."""
+        if self.closed:
+            return 0
+        for r in self.waiting:
+            self._status(r.reply, 409, "Server Shutdown", r)
+        return len(self.waiting)
+
     async def stop(self, deleted: bool = False) -> None:
         if self.closed:
             return
