@@ -379,6 +379,8 @@ class Server:
         if self.systemd is not None:
             self.systemd.stopping()
         self._close_listeners()
+        if self.jetstream is not None and self.jetstream.signal_pull_consumers():
+            await asyncio.sleep(0.05)  # as nats-server: let those statuses go out before the clients close
         for conn in list(self.clients.values()):
             conn.close("Server Shutdown")
         if self.monitor is not None:

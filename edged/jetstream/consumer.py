@@ -457,6 +457,44 @@ class Consumer:
             self._redeliver_set = set(self.redeliver)
         self._save()
 
+    def reset(self, seq: int) -> int:
+        """nats-server's consumer reset (CONSUMER.RESET, 2.14): start again at stream sequence `seq` (0: one
+        above the ack floor) as if nothing had been delivered; what was pending or queued for redelivery
+        is forgotten. Raises ValueError with nats-server's reason where the deliver policy forbids `seq`."""
+        if self._ackq:
+            self._drain_acks()
+        dp = self.config["deliver_policy"]
+        if seq == 0:
+            seq = self.afloor_s + 1
+        elif dp == "by_start_sequence":
+            if seq < int(self.config.get("opt_start_seq") or 0):
+                raise ValueError("below start seq")
+        elif dp == "by_start_time":
+            st = self.stream.store
+            ns = parse_rfc3339(str(self.config["opt_start_time"]))
+            m = st.load_next(st.state().first_seq, None)
+            while m is not None and m.ts < ns:
+                m = st.load_next(m.seq + 1, None)
+            if seq < (m.seq if m is not None else st.last_seq + 1):
+                raise ValueError("below start time")
+        elif dp != "all":
+            raise ValueError("not allowed")
+        seq = max(seq, 1)
+        self.forget_read_ahead()
+        self.pending.clear()
+        self.rdc.clear()
+        self.redeliver.clear()
+        self._redeliver_set.clear()
+        if self._lps is not None:
+            self._lps = [s for s in self._lps if s >= seq]
+        self.dseq = self.afloor_c = 0
+        self.sseq = self.afloor_s = seq - 1
+        self._eof_at = 0
+        self.last_delivered = self.last_ack = 0
+        self._save()
+        self.kick()
+        return seq
+
     def is_acked(self, seq: int) -> bool:
         if self._ackq:
             self._drain_acks()
@@ -1626,6 +1664,16 @@ class Consumer:
         self.js.advisory(self.stream.jsa, f"CONSUMER.DELETED.{self.stream.name}.{self.name}", {
             "type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": self.stream.name,
             "consumer": self.name, "action": "delete"})
+
+    def signal_shutdown(self) -> int:
+        """The server is going down: each waiting pull request gets nats-server's `409 Server Shutdown`
+        with what it still expected, so a client asks again once reconnected (and, its consumer gone,
+        is told so) instead of waiting for a request the next server never heard of. Returns how many."""
+        if self.closed:
+            return 0
+        for r in self.waiting:
+            self._status(r.reply, 409, "Server Shutdown", r)
+        return len(self.waiting)
 
     async def stop(self, deleted: bool = False) -> None:
         if self.closed:

@@ -74,6 +74,12 @@ class JetStream:
     async def stop(self) -> None:
         await lifecycle.stop(self)
 
+    def signal_pull_consumers(self) -> int:
+        """Before the clients are closed at shutdown: tell every waiting pull request (nats-server's
+        signalPullConsumers). Returns how many were told."""
+        return sum(c.signal_shutdown() for jsa in self.accounts.values() for st in jsa.streams.values()
+                   for c in st.consumers.values())
+
     def account_enabled(self, name: str) -> bool:
         return name in self.accounts
 
