@@ -355,13 +355,14 @@ class Stream(ABC):
 
     def delete_many(self, seqs: list[int]) -> list[Meta]:
         """Remove these messages, those still there, and return what went. Acks come in runs of nearby
-        sequences: one scan of their range then stands for a read per message."""
+        sequences: one scan of their range then stands for a read per message (a few are read one by one,
+        by key, which costs less than a scan's setup)."""
         self._check()
         if not seqs:
             return []
-        seqs = sorted(seqs)
+        seqs = sorted(set(seqs))
         lo, hi = seqs[0], seqs[-1]
-        if hi - lo < 4 * len(seqs) + 64:
+        if len(seqs) > 4 and hi - lo < 4 * len(seqs) + 64:
             want = set(seqs)
             metas = [m for m in self.metas(lo, hi) if m.seq in want]
         else:
