@@ -353,6 +353,24 @@ class Stream(ABC):
         self._persist_meta()
         return True
 
+    def delete_many(self, seqs: list[int]) -> list[Meta]:
+        """Remove these messages, those still there, and return what went. Acks come in runs of nearby
+        sequences: one scan of their range then stands for a read per message (a few are read one by one,
+        by key, which costs less than a scan's setup)."""
+        self._check()
+        if not seqs:
+            return []
+        seqs = sorted(set(seqs))
+        lo, hi = seqs[0], seqs[-1]
+        if len(seqs) > 4 and hi - lo < 4 * len(seqs) + 64:
+            want = set(seqs)
+            metas = [m for m in self.metas(lo, hi) if m.seq in want]
+        else:
+            metas = [Meta(m.seq, m.subject, self.msg_size(m.subject, m.hdr, m.data), m.ts)
+                     for m in map(self.load, seqs) if m is not None]
+        self._remove_metas(metas, False)
+        return metas
+
     def delete_known(self, seq: int, subject: str, size: int) -> None:
         """Remove a message the caller knows is live, with its subject and stored size (`msg_size`):
         a KV bucket replacing a key's previous value, without reading that value back first. It is a

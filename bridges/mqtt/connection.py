@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 TOPIC_ALIAS_MAX = 64  # topic aliases a client may set up with edged (MQTT 5)
 RECEIVE_MAX = 65535
 REPLY_HEADER = b"Nmqtt-Reply"
+_REPLY_KEY = b"\r\n" + REPLY_HEADER + b":"
 
 
 class MQTTSub(Subscription):
@@ -152,6 +153,7 @@ class MQTTConnection(Connection):
         self._backlog: collections.deque[Any] = collections.deque()
         self._busy = False
         self._acks: collections.deque[tuple[Awaitable[None] | None, bytes]] = collections.deque()
+        self._acks_on: Awaitable[None] | None = None  # the last commit `_acks_ready` was hooked on
         self._left: asyncio.Future[None] | None = None  # done once this connection let go of its session
         self._taken_over = False
         self._will_sent = False
@@ -268,7 +270,10 @@ class MQTTConnection(Connection):
             return
         self._acks.append((done, data))
         if done is not None and not _is_done(done):
-            done.add_done_callback(self._acks_ready)  # type: ignore[attr-defined]
+            # the PUBLISHes of one read share one commit: one callback sends all their PUBACKs
+            if done is not self._acks_on:
+                self._acks_on = done
+                done.add_done_callback(self._acks_ready)  # type: ignore[attr-defined]
         else:
             self.server.loop.call_soon(self._acks_ready, None)
 
@@ -864,7 +869,7 @@ class MQTTConnection(Connection):
             return
         nsubj = subj[len(MSGS_PREFIX):]
         if ignore_for_reserved(sub.reserved, nsubj):
-            self._ack_later(ack)
+            self._ack_now(ack)
             return
         pq = mqtt_qos(hdr)
         qos = min(st.qos, 2 if pq is None else pq)
@@ -878,23 +883,22 @@ class MQTTConnection(Connection):
         skip = (exp is not None and exp <= 0) or (self.perms is not None and self.perms.deny_delivery(nsubj)) or (
             st.no_local and natsmsg.get_header(hdr, natsmsg.ORIGIN_HEADER) == str(self.cid))
         if skip or qos == 0:
-            self._ack_later(ack)
+            self._ack_now(ack)
             if skip:
                 return
             pi = 0
         else:
             pi = self._track(ack, qos)
         sub.delivered += 1
-        reply = natsmsg.get_header(hdr, REPLY_HEADER.decode()) or ""
+        reply = (natsmsg.get_header(hdr, REPLY_HEADER.decode()) or "") if hdr and _REPLY_KEY in hdr else ""
         retain = st.retain_as_published and natsmsg.mqtt_retained(hdr)
         self._publish_out(subject_to_topic(nsubj), payload, qos, retain, dup, pi, hdr, reply,
                           [st.sub_id] if st.sub_id else [], exp)
 
-    def _ack_later(self, ack: str) -> None:
-        """Ack a consumer's delivery after the delivery call returns: an ack inside it would re-enter the
-        consumer's delivery loop."""
+    def _ack_now(self, ack: str) -> None:
+        """Ack a consumer's delivery from inside the delivery call (the consumer takes re-entrant acks)."""
         if self.macc is not None:
-            self.server.loop.call_soon(self.macc.api.publish, ack, b"")
+            self.macc.api.publish(ack, b"")
 
     def _publish_out(self, topic: str, payload: bytes, qos: int, retain: bool, dup: bool, pi: int,
                      hdr: bytes | None, reply: str, sub_ids: list[int], expiry: int | None = None) -> None:
@@ -914,7 +918,7 @@ class MQTTConnection(Connection):
             # too big for the client [MQTT-3.1.2-24]: dropped as if delivered
             e = self.inflight.pop(pi, None) if pi else None
             if e is not None and e[0]:
-                self._ack_later(e[0])
+                self._ack_now(e[0])
             return
         self.out_msgs += 1
         self.out_bytes += len(payload)

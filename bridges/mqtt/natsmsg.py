@@ -27,6 +27,9 @@ _INTERNAL = {PUB_HEADER, "Nmqtt-Subject", "Nmqtt-Mapped", CORRELATION_HEADER, CO
              FORMAT_HEADER, EXPIRY_HEADER, ORIGIN_HEADER, "Nmqtt-Reply", "Nmqtt-Retain"}
 
 
+_PUB_FIRST = b"NATS/1.0\r\n%s:" % PUB_HEADER.encode()
+_PUB_AT = len(_PUB_FIRST)
+
 # the header of a plain MQTT message, by QoS: built once
 QOS_HEADERS = [b"NATS/1.0\r\n%s:%d\r\n\r\n" % (PUB_HEADER.encode(), q) for q in range(3)]
 
@@ -66,12 +69,16 @@ def mqtt_retained(hdr: bytes | None) -> bool:
 
 
 def expiry(hdr: bytes | None) -> int | None:
+    if not hdr or b"\r\nNmqtt-Expiry:" not in hdr:  # the usual case, told without a lookup
+        return None
     v = get_header(hdr, EXPIRY_HEADER)
     return int(v) if v and v.isdigit() else None
 
 
 def mqtt_qos(hdr: bytes | None) -> int | None:
     """The QoS an MQTT publisher gave (None: the message did not come from MQTT)."""
+    if hdr and hdr.startswith(_PUB_FIRST) and len(hdr) > _PUB_AT and 48 <= hdr[_PUB_AT] <= 57:
+        return hdr[_PUB_AT] - 48  # `Nmqtt-Pub` first, as edged and nats-server write it: no lookup
     v = get_header(hdr, PUB_HEADER)
     if not v or not v[0].isdigit():
         return None

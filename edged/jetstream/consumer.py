@@ -756,7 +756,7 @@ class Consumer:
             early = EARLY_BATCH if limit > 2 * EARLY_BATCH and not routed_batch else -1
             hand = (lambda b, nb: conn.deliver_routed_batch(direct, dest_b, b, nb)) if routed_batch else \
                 (lambda b, nb: conn.deliver_batch(direct, b, nb))
-            while sent < limit:
+            while sent < limit and buf:  # a receiver's re-entrant ack may have emptied it
                 m = popleft()
                 seq = m[0]
                 dseq += 1
@@ -801,7 +801,7 @@ class Consumer:
                     self._send_flow_control()
                 self.fc_stalled = self.fc_bytes > self.fc_window
         else:
-            while sent < limit:
+            while sent < limit and buf:  # a receiver's re-entrant ack may have emptied it
                 m = popleft()
                 seq = m[0]
                 dseq = self.dseq + 1
@@ -844,8 +844,7 @@ class Consumer:
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
         """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it
         goes once no other consumer wants it (nats-server does this as it delivers)."""
-        for m in self.stream.store.metas(lo, hi, self.flt):
-            self.stream.ack_msg(m.seq)
+        self.stream.ack_msgs([m.seq for m in self.stream.store.metas(lo, hi, self.flt)], self)
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -1460,8 +1459,7 @@ class Consumer:
                 if not self._dirty:
                     self._save()
                 if self.stream.retention != "limits":
-                    for sseq in acked:
-                        self.stream.ack_msg(sseq)
+                    self.stream.ack_msgs(acked, self)
         self.last_active = self.last_ack = time.time_ns()
         # held back at the limit before these acks, and they freed a slot (one or many)
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending
@@ -1500,8 +1498,7 @@ class Consumer:
         self.afloor_c, self.afloor_s = dseq, sseq
         self._save()
         if self.stream.retention != "limits":
-            for s in acked:
-                self.stream.ack_msg(s)
+            self.stream.ack_msgs(acked, self)
 
     def _sample_ack(self, sseq: int, dseq: int, p: list[int], deliveries: int) -> None:
         """sample_freq: the ack metric advisory for this share of acks."""

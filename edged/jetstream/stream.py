@@ -621,13 +621,16 @@ class Stream:
         ttl_bad = False
         msg_id = ""
         rollup = ""
-        batch_id = get_header(hdr, "Nats-Batch-Id") if hdr and not self.committing_batch else None
+        # every header the checks below look up is a `Nats-` one: a message without any (an MQTT
+        # message's `Nmqtt-` ones, say) skips a dozen lookups
+        nats_hdrs = bool(hdr) and b"\r\nNats-" in hdr
+        batch_id = get_header(hdr, "Nats-Batch-Id") if nats_hdrs and not self.committing_batch else None
         if batch_id:
             if self.atomic is None:
                 self.atomic = AtomicBatches(self, parse_ttl)
             self.atomic.publish(batch_id, subject, reply, hdr, payload)
             return
-        if hdr:
+        if nats_hdrs:
             incr = get_header(hdr, "Nats-Incr")
             if incr:
                 check_incr(incr, self.counter, hdr, payload)
@@ -1002,17 +1005,37 @@ class Stream:
 
     def ack_msg(self, seq: int) -> None:
         """Interest / workqueue retention: drop a message once (every / any) interested consumer acked it."""
-        if self.retention == "limits":
+        if self.retention != "limits":
+            self.ack_msgs([seq])
+
+    def ack_msgs(self, seqs: list[int], by: Any = None) -> None:
+        """`ack_msg` for a run of acks (of consumer `by`, which has acked them all). A message's subject
+        is read only when another consumer has not acked it, and the removals are one store call. A
+        message removed here was acked by every consumer that takes it, so none holds it pending or
+        read ahead: they are not told (notify_removed), which keeps their read-ahead."""
+        if self.retention == "limits" or not seqs:
             return
-        m = self.store.load(seq)
-        if m is None:
-            return
+        st = self.store
         if self.retention == "interest":
-            for c in self.consumers.values():
-                if c._matches(m.subject) and not c.is_acked(seq):
-                    return
-        if self.store.delete(seq):
-            self.notify_removed()
+            others = [c for c in self.consumers.values() if c is not by]
+            if others:
+                keep = []
+                for seq in seqs:
+                    subject = None
+                    for c in others:
+                        if c.is_acked(seq):
+                            continue
+                        if subject is None:
+                            m = st.load(seq)
+                            if m is None:
+                                break
+                            subject = m.subject
+                        if c._matches(subject):
+                            break
+                    else:
+                        keep.append(seq)
+                seqs = keep
+        st.delete_many(seqs)
 
     def enforce_limits(self, max_age: bool = True) -> int:
         """Bring the stored messages within the configured limits (after an update lowered them, or on

@@ -108,6 +108,17 @@ class StoreMachine(RuleBasedStateMachine):
         self.model.msgs.pop(seq, None)
         assert [st.delete(seq) for st in self.both()] == [expect, expect]
 
+    @rule(offsets=stg.lists(stg.integers(0, 400), max_size=12), far=stg.booleans())
+    def delete_many(self, offsets: list[int], far: bool) -> None:
+        """A run of acks on an interest stream: near one another (one scan) or far apart (a read each),
+        some gone already or never there."""
+        base = self.model.first
+        seqs = [base + (o * 50 if far else o % 16) for o in offsets]
+        want = sorted({s for s in seqs if s in self.model.msgs})
+        for s in want:
+            self.model.msgs.pop(s)
+        assert [[m.seq for m in st.delete_many(seqs)] for st in self.both()] == [want, want]
+
     @rule(i=stg.integers(0, 40))
     def delete_known(self, i: int) -> None:
         """The KV path: the caller names a live message with its subject and size (mostly the first

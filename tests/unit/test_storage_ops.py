@@ -155,6 +155,22 @@ async def test_delete_interior_first_last(env: tuple[Store, bool]) -> None:
     assert st.append("z", b"", b"")[0] == 6
 
 
+@pytest.mark.parametrize("seqs", [[3, 2, 3, 9, 40], [5, 5, 1], [1, 2, 3, 4, 5, 6, 7, 2, 99], [1, 10], [7]])
+async def test_delete_many(env: tuple[Store, bool], seqs: list[int]) -> None:
+    """Acks of a run: each live one goes once (repeats and absent ones are skipped), counts follow."""
+    st = await _fill(env, ["a", "b"] * 5)
+    before = st.state()
+    gone = st.delete_many(seqs)
+    live = sorted({s for s in seqs if 1 <= s <= 10})
+    assert [m.seq for m in gone] == live
+    assert [m.subject for m in gone] == ["a" if s % 2 else "b" for s in live]
+    await _settle(env)
+    s = st.state(deleted=True)
+    assert s.msgs == 10 - len(live) and s.bytes == before.bytes - sum(m.size for m in gone)
+    assert s.first_seq == min(set(range(1, 11)) - set(live))
+    assert all(st.load(x) is None for x in live) and st.delete_many(live) == []
+
+
 async def test_purge_all_keeps_sequence(env: tuple[Store, bool]) -> None:
     st = await _fill(env, ["a"] * 20)
     assert st.purge() == 20
