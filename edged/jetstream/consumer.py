@@ -374,6 +374,43 @@ class Consumer:
             self.stream.store.put_consumer(self.name, _enc({"config": cfg, "created": self.created}), self.state_bytes())
         self.kick()
 
+    def reset(self, seq: int) -> int:
+        """`$JS.API.CONSUMER.RESET`: start over at `seq` (0: just above the ack floor) as nats-server's
+        resetStartingSeq does: nothing pending or queued for redelivery, delivered and ack floor at
+        `seq - 1`, consumer sequences from 1 again. A position below what the deliver policy allows is
+        refused (ValueError with nats-server's reason). Returns the sequence delivery starts from."""
+        if self._ackq:
+            self._drain_acks()
+        c = self.config
+        dp = c["deliver_policy"]
+        if seq == 0:
+            seq = self.afloor_s + 1
+        elif dp == "by_start_sequence":
+            if seq < int(c.get("opt_start_seq") or 0):
+                raise ValueError("below start seq")
+        elif dp == "by_start_time":
+            if seq < self.stream.seq_from_time(parse_rfc3339(str(c["opt_start_time"]))):
+                raise ValueError("below start time")
+        elif dp != "all":
+            raise ValueError("not allowed")
+        seq = max(seq, 1)
+        self.pending.clear()
+        self.rdc.clear()
+        self.redeliver.clear()
+        self._redeliver_set.clear()
+        self.sseq, self.dseq = seq - 1, 0
+        self.afloor_c, self.afloor_s = 0, seq - 1
+        self.last_delivered = self.last_ack = 0
+        self._lps = None
+        self._eof_at = 0
+        self.forget_read_ahead()
+        if self.persist and not self.closed:
+            self._flush_state()
+        if self.stream.retention == "interest":
+            self.stream.drop_acked(seq - 1)
+        self.kick()
+        return seq
+
     # ------------------------------------------------------------------ events from the stream
 
     def on_msg(self, seq: int, subject: str) -> None:

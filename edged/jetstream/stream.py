@@ -1000,6 +1000,26 @@ class Stream:
         if removed:
             self.notify_removed()
 
+    def drop_acked(self, upto: int) -> None:
+        """Interest retention, a consumer reset past messages: those up to `upto` that every interested
+        consumer has now acked go (nats-server's checkStateForInterestStream after a reset)."""
+        st = self.store
+        removed = False
+        for m in st.metas(st.state().first_seq, min(upto, st.last_seq), None):
+            if not any(c._matches(m.subject) and not c.is_acked(m.seq) for c in self.consumers.values()):
+                removed = st.delete(m.seq) or removed
+        if removed:
+            self.notify_removed()
+
+    def seq_from_time(self, ns: int) -> int:
+        """The first sequence stored at or after `ns` (past the last one: last + 1), nats-server's
+        GetSeqFromTime."""
+        st = self.store
+        m = st.load_next(st.state().first_seq, None)
+        while m is not None and m.ts < ns:
+            m = st.load_next(m.seq + 1, None)
+        return m.seq if m is not None else st.last_seq + 1
+
     def ack_msg(self, seq: int) -> None:
         """Interest / workqueue retention: drop a message once (every / any) interested consumer acked it."""
         if self.retention == "limits":
