@@ -364,7 +364,7 @@ def consumer_reset(req: ApiRequest) -> None:
     hdr = None
     try:
         req.check_level()
-        identity = stream_identity(c.stream) if req.hdr and get_header(req.hdr, "Nats-Stream-Identity") else ""
+        identity = stream_identity(c.stream) if get_header(req.hdr, "Nats-Stream-Identity") is not None else ""
         seq = 0
         if req.data:
             err = syntax_error(req.data)
