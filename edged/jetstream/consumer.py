@@ -374,6 +374,43 @@ class Consumer:
             self.stream.store.put_consumer(self.name, _enc({"config": cfg, "created": self.created}), self.state_bytes())
         self.kick()
 
+    def reset(self, seq: int) -> int:
+        """`$JS.API.CONSUMER.RESET`: start over at `seq` (0: just above the ack floor) as nats-server's
+        resetStartingSeq does: nothing pending or queued for redelivery, delivered and ack floor at
+        `seq - 1`, consumer sequences from 1 again. A position below what the deliver policy allows is
+        refused (ValueError with nats-server's reason). Returns the sequence delivery starts from."""
+        if self._ackq:
+            self._drain_acks()
+        c = self.config
+        dp = c["deliver_policy"]
+        if seq == 0:
+            seq = self.afloor_s + 1
+        elif dp == "by_start_sequence":
+            if seq < int(c.get("opt_start_seq") or 0):
+                raise ValueError("below start seq")
+        elif dp == "by_start_time":
+            if seq < self.stream.seq_from_time(parse_rfc3339(str(c["opt_start_time"]))):
+                raise ValueError("below start time")
+        elif dp != "all":
+            raise ValueError("not allowed")
+        seq = max(seq, 1)
+        self.pending.clear()
+        self.rdc.clear()
+        self.redeliver.clear()
+        self._redeliver_set.clear()
+        self.sseq, self.dseq = seq - 1, 0
+        self.afloor_c, self.afloor_s = 0, seq - 1
+        self.last_delivered = self.last_ack = 0
+        self._lps = None
+        self._eof_at = 0
+        self.forget_read_ahead()
+        if self.persist and not self.closed:
+            self._flush_state()
+        if self.stream.retention == "interest":
+            self.stream.drop_acked(seq - 1)
+        self.kick()
+        return seq
+
     # ------------------------------------------------------------------ events from the stream
 
     def on_msg(self, seq: int, subject: str) -> None:
@@ -456,44 +493,6 @@ class Consumer:
             self.redeliver = deque(s for s in self.redeliver if s > self.sseq)
             self._redeliver_set = set(self.redeliver)
         self._save()
-
-    def reset(self, seq: int) -> int:
-        """nats-server's consumer reset (CONSUMER.RESET, 2.14): start again at stream sequence `seq` (0: one
-        above the ack floor) as if nothing had been delivered; what was pending or queued for redelivery
-        is forgotten. Raises ValueError with nats-server's reason where the deliver policy forbids `seq`."""
-        if self._ackq:
-            self._drain_acks()
-        dp = self.config["deliver_policy"]
-        if seq == 0:
-            seq = self.afloor_s + 1
-        elif dp == "by_start_sequence":
-            if seq < int(self.config.get("opt_start_seq") or 0):
-                raise ValueError("below start seq")
-        elif dp == "by_start_time":
-            st = self.stream.store
-            ns = parse_rfc3339(str(self.config["opt_start_time"]))
-            m = st.load_next(st.state().first_seq, None)
-            while m is not None and m.ts < ns:
-                m = st.load_next(m.seq + 1, None)
-            if seq < (m.seq if m is not None else st.last_seq + 1):
-                raise ValueError("below start time")
-        elif dp != "all":
-            raise ValueError("not allowed")
-        seq = max(seq, 1)
-        self.forget_read_ahead()
-        self.pending.clear()
-        self.rdc.clear()
-        self.redeliver.clear()
-        self._redeliver_set.clear()
-        if self._lps is not None:
-            self._lps = [s for s in self._lps if s >= seq]
-        self.dseq = self.afloor_c = 0
-        self.sseq = self.afloor_s = seq - 1
-        self._eof_at = 0
-        self.last_delivered = self.last_ack = 0
-        self._save()
-        self.kick()
-        return seq
 
     def is_acked(self, seq: int) -> bool:
         if self._ackq:

@@ -22,7 +22,7 @@ from edged.jetstream.consumer_config import (
     check_update,
     normalize,
 )
-from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, handler
+from edged.jetstream.dispatch import LIST_LIMIT, NAMES_LIMIT, TYPE_PREFIX, handler
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.gojson import decode_fields, go_kind, syntax_error, time_ns
 from edged.jetstream.stream import valid_asset_name
@@ -324,39 +324,6 @@ def consumer_pause(req: ApiRequest) -> dict[str, Any]:
     return out
 
 
-@handler("CONSUMER.RESET", "consumer_reset_response", (2, 2), err_fields={"reset_seq": 0}, count_ok=False)
-def consumer_reset(req: ApiRequest) -> dict[str, Any] | None:
-    """nats-server 2.14's consumer reset. It is the consumer's own subscription there, not the API's: an
-    unknown stream or consumer gets no reply, and nothing is counted in the API stats. The body is read
-    leniently (json.Unmarshal); none means back to the ack floor."""
-    assert req.jsa is not None
-    stream = req.jsa.streams.get(req.tokens[0])
-    c = stream.consumers.get(req.tokens[1]) if stream is not None else None
-    if c is None or c.direct:
-        return None
-    seq = 0
-    if req.data:
-        err = syntax_error(req.data)
-        if err is not None:
-            raise api_error("JSInvalidJSONErr", err=err).counted_as_ok()
-        doc = _dec.decode(req.data)
-        if doc is not None and not isinstance(doc, dict):
-            raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of type "
-                                                   f"server.JSApiConsumerResetRequest").counted_as_ok()
-        try:
-            fields = decode_fields(doc or {}, {"seq": "uint64"}, "JSApiConsumerResetRequest", strict=False)
-        except JSApiError as e:
-            raise e.counted_as_ok() from None
-        seq = int(fields.get("seq") or 0)
-    try:
-        seq = c.reset(seq)
-    except ValueError as e:
-        raise api_error("JSConsumerInvalidResetErr", err=str(e)).counted_as_ok() from None
-    if get_header(req.hdr, "Nats-Stream-Identity"):
-        req.resp_hdr = make_headers([("Nats-Stream-Identity", stream_identity(stream))])
-    return {**c.info(), "reset_seq": seq}
-
-
 @handler("CONSUMER.UNPIN", "consumer_unpin_response", (2, 2))
 def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
     """A pinned_client consumer's pin is taken from its client: nats-server's checks in its order (it reads
@@ -378,6 +345,50 @@ def consumer_unpin(req: ApiRequest) -> dict[str, Any]:
         raise api_error("JSConsumerInvalidPriorityGroupErr")
     c.unpin(group, "admin")
     return {}
+
+
+_RESET_TYPE = TYPE_PREFIX + "consumer_reset_response"
+
+
+@handler("CONSUMER.RESET", arity=(2, 2))
+def consumer_reset(req: ApiRequest) -> None:
+    """A consumer starts over at a sequence. nats-server serves this on the consumer's own subscription,
+    not its API dispatcher: no consumer, no reply (no "no responders" either: the API import took it), no
+    API count or audit; the body is read leniently (json.Unmarshal), only when there is one."""
+    assert req.jsa is not None
+    stream = req.jsa.streams.get(req.tokens[0])
+    c = stream.consumers.get(req.tokens[1]) if stream is not None else None
+    if c is None:
+        return None
+    out: dict[str, Any] = {"type": _RESET_TYPE}
+    hdr = None
+    try:
+        req.check_level()
+        identity = stream_identity(c.stream) if get_header(req.hdr, "Nats-Stream-Identity") is not None else ""
+        seq = 0
+        if req.data:
+            err = syntax_error(req.data)
+            if err is not None:
+                raise api_error("JSInvalidJSONErr", err=err)
+            doc = _dec.decode(req.data)
+            if doc is not None and not isinstance(doc, dict):
+                raise api_error("JSInvalidJSONErr", err=f"json: cannot unmarshal {go_kind(doc)} into Go value of "
+                                                       f"type server.JSApiConsumerResetRequest")
+            seq = decode_fields(doc or {}, {"seq": "uint64"}, "JSApiConsumerResetRequest", strict=False).get("seq") or 0
+        try:
+            start = c.reset(int(seq))
+        except ValueError as e:
+            raise api_error("JSConsumerInvalidResetErr", err=str(e)) from None
+    except JSApiError as e:
+        out.update({"error": e.to_dict(), "reset_seq": 0})
+    else:
+        out.update(info_with_dynamic_metadata(c.info()))
+        out["reset_seq"] = start
+        if identity:
+            hdr = make_headers([("Nats-Stream-Identity", identity)])
+    req.account.internal.publish(req.reply, _enc(out), hdr=hdr)
+    req.js.pubacks.spin()
+    return None
 
 
 def install(js: JetStream) -> None:

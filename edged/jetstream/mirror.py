@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.goformat import parse_rfc3339, rfc3339ns
-from edged.headers import get_header
+from edged.headers import get_header, make_headers
 from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
 from edged.log import log
@@ -47,6 +47,7 @@ HEALTH_S = 10.0  # sourceHealthCheckInterval: the origin consumer's inactive_thr
 STALL_S = 5.0
 RETRY_THRESHOLD_S = 2.0  # sourceConsumerRetryThreshold
 RESPONSE_WAIT_S = 30.0  # srcConsumerWaitTime
+DURABLE_RESPONSE_WAIT_S = 5.0  # srcDurableConsumerWaitTime: a reset, nothing to create
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
 LINK_GRACE_S = 10.0  # after a link comes up, a request nobody hears yet is retried soon, not counted
 SOURCE_SCAN_LIMIT = 1_000_000
@@ -118,6 +119,8 @@ class SourceSync:
         self.filters = [t["src"] or ">" for t in trs] if trs else ([cfg["filter_subject"]] if cfg.get("filter_subject") else [])
         self.transforms = [SubjectTransform(t["src"] or ">", t["dest"]) if t["dest"] else None for t in trs]
         self.cname = ""
+        # `consumer`: the user's own durable on the origin (nats-server 2.14): reset, never created or deleted
+        self.durable: dict[str, Any] = cfg.get("consumer") or {}
         self.dseq = 0
         self.sseq = 0
         self.lag = 0
@@ -210,6 +213,9 @@ class SourceSync:
         ic = self._ic
         now = time.monotonic()
         self.last_attempt = now
+        if self.durable:
+            self._reset_durable(now)
+            return
         kind = "M" if self.mirror else "S"
         deliver = f"{self.deliver_prefix}.{kind}.{_token()}" if self.deliver_prefix else f"$JS.{kind}.{_token()}"
         reply = f"$JSC.R.{_token()}"
@@ -239,6 +245,22 @@ class SourceSync:
                 self.last_attempt = 0.0
                 self.schedule(0.5)  # the hub's interest is on its way after a link came up
                 return
+            self._failed(None, f"no responders on {self.api}")
+
+    def _reset_durable(self, now: float) -> None:
+        """The user named a durable on the origin: it is reset to just above its ack floor (what this stream
+        confirmed through flow control), as nats-server asks with `CONSUMER.RESET`, and its deliveries
+        are taken on its own deliver subject. A source sends its origin's identity as nats-server does."""
+        ic = self._ic
+        reply = f"$JSC.R.{_token()}"
+        subject = f"{self.api}.CONSUMER.RESET.{self.name}.{self.durable['name']}"
+        hdr = None if self.mirror else make_headers([("Nats-Stream-Identity", self.ident)])
+        # its deliveries are taken only once the reset is answered (what came before it is from before it)
+        self.reply_sub = ic.subscribe(reply, self._on_response)
+        self.pending = True
+        self.deadline = now + DURABLE_RESPONSE_WAIT_S
+        if not ic.publish(subject, b"", reply, hdr=hdr) and self.pending and self.reply_sub is not None:
+            self.cancel()
             self._failed(None, f"no responders on {self.api}")
 
     def _start(self) -> dict[str, Any]:
@@ -302,8 +324,14 @@ class SourceSync:
                 err = api_error(key, err="invalid consumer create response").to_dict()
             self._failed(err, f"consumer create failed: {err.get('description')} ({err.get('err_code')})")
             return
+        if self.durable and info_cfg.get("ack_policy") != "flow_control":
+            self.cancel()
+            err = api_error("JSMirrorConsumerRequiresAckFCErr" if self.mirror
+                            else "JSSourceConsumerRequiresAckFCErr").to_dict()
+            self._failed(err, f"consumer reset failed: {err['description']}")
+            return
         self.cname = resp["name"]
-        deliver = info_cfg.get("deliver_subject") or ""
+        deliver = self.durable.get("deliver_subject") or "" if self.durable else info_cfg.get("deliver_subject") or ""
         if deliver and not any(s.subject == deliver for s in self.deliver_subs):
             self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
         delivered = int((resp.get("delivered") or {}).get("stream_seq") or 0)
@@ -481,8 +509,11 @@ class SourceSync:
     def _control(self, reply: str, hdr: bytes) -> None:
         self.heard = time.monotonic()
         self.last_ns = time.time_ns()
-        if reply:  # a flow control request: answered in order with what was processed
-            self._ic.publish(reply, b"")
+        if reply:
+            # a flow control request: answered in order with what was processed, which an origin consumer
+            # with `ack_policy: flow_control` takes as the ack of all of it (nats-server's handleFlowControl)
+            self._ic.publish(reply, b"", hdr=b"NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
+                             % (self.dseq, self.sseq))
             return
         last = get_header(hdr, "Nats-Last-Consumer")
         if last and last.isdigit() and int(last) > 0 and int(last) != self.dseq and self.cname:

@@ -273,9 +273,6 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
     sources = req.get("sources") or []
     if mirror is not None and not isinstance(mirror, dict) or not isinstance(sources, list):
         raise api_error("JSInvalidJSONErr", err="json: cannot unmarshal mirror or sources")
-    for key, what in (("consumer", "durable sourcing consumers"),):
-        if (mirror and mirror.get(key)) or any(isinstance(s, dict) and s.get(key) for s in sources):
-            raise _invalid(f"{what} (consumer) are not supported by edged")
     prefixes: list[str] = []
     apis: list[str] = []
     out_mirror = None
@@ -289,6 +286,8 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
         if req.get("allow_batched"):
             raise api_error("JSMirrorWithBatchPublishErr")
         trs = mirror.get("subject_transforms") or []
+        if mirror.get("consumer") and not _durable_ok(mirror):
+            raise api_error("JSMirrorDurableConsumerCfgInvalid")
         if mirror.get("filter_subject") and trs:
             raise api_error("JSMirrorMultipleFiltersNotAllowed")
         if _int(req, "subject_delete_marker_ttl", 0) > 0:  # a marker would take a sequence the origin lacks
@@ -315,6 +314,7 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
         out_mirror = source_dict(mirror)
     out_sources: list[dict[str, Any]] = []
     seen: set[str] = set()
+    cnames: set[str] = set()
     for src_cfg in sources:
         if not isinstance(src_cfg, dict) or not valid_asset_name(src_cfg.get("name")):
             raise api_error("JSSourceInvalidStreamName")
@@ -335,6 +335,14 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
             for j, other in enumerate(trs):
                 if i != j and subject_is_subset(tr["src"] or ">", other["src"] or ">"):
                     raise api_error("JSSourceOverlappingSubjectFilters")
+        if d.get("consumer"):
+            if not _durable_ok(src_cfg):
+                raise api_error("JSSourceDurableConsumerCfgInvalid")
+            # one origin consumer for one source only (nats-server's composeCName)
+            cname = f"{iname.split(' ')[0].split(':C=')[0]} {d['consumer']['name']}"
+            if cname in cnames:
+                raise api_error("JSSourceDurableConsumerDuplicateDetected")
+            cnames.add(cname)
         ext = d.get("external")
         if ext:
             prefixes.append(ext["deliver"])
@@ -351,6 +359,15 @@ def _sync_config(req: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
         if api and subjects_overlap(api, "$JS.API"):
             raise api_error("JSStreamExternalApiOverlapErrF", prefix=api, subject="$JS.API")
     return out_mirror, out_sources
+
+
+def _durable_ok(src: dict[str, Any]) -> bool:
+    """A mirror's or source's own durable on the origin (nats-server 2.14): a valid consumer name, a literal
+    deliver subject, and no start position or filter of the source's own (the consumer has them)."""
+    c = src.get("consumer") or {}
+    ds = c.get("deliver_subject") or ""
+    return (valid_asset_name(c.get("name")) and is_valid_literal_subject(ds) and not src.get("opt_start_seq")
+            and not src.get("opt_start_time") and not src.get("filter_subject"))
 
 
 def source_dict(src: dict[str, Any]) -> dict[str, Any]:
@@ -370,6 +387,9 @@ def source_dict(src: dict[str, Any]) -> dict[str, Any]:
     if ext:
         api = (ext.get("api") or "").replace("..", ".")
         d["external"] = {"api": api, "deliver": ext.get("deliver") or ""}
+    c = src.get("consumer")
+    if c:
+        d["consumer"] = {k: c[k] for k in ("name", "deliver_subject") if c.get(k)}
     return d
 
 
@@ -380,6 +400,9 @@ def index_name(src: dict[str, Any]) -> str:
     ext = src.get("external")
     if ext:
         iname += ":" + go_hash(ext["api"])
+    c = src.get("consumer")
+    if c:
+        iname += ":C=" + go_hash(c.get("name") or "")
     trs = src.get("subject_transforms")
     if trs:
         filt = "\f".join(t["src"] or ">" for t in trs)
@@ -1002,6 +1025,26 @@ class Stream:
                 removed = st.delete(m.seq) or removed
         if removed:
             self.notify_removed()
+
+    def drop_acked(self, upto: int) -> None:
+        """Interest retention, a consumer reset past messages: those up to `upto` that every interested
+        consumer has now acked go (nats-server's checkStateForInterestStream after a reset)."""
+        st = self.store
+        removed = False
+        for m in st.metas(st.state().first_seq, min(upto, st.last_seq), None):
+            if not any(c._matches(m.subject) and not c.is_acked(m.seq) for c in self.consumers.values()):
+                removed = st.delete(m.seq) or removed
+        if removed:
+            self.notify_removed()
+
+    def seq_from_time(self, ns: int) -> int:
+        """The first sequence stored at or after `ns` (past the last one: last + 1), nats-server's
+        GetSeqFromTime."""
+        st = self.store
+        m = st.load_next(st.state().first_seq, None)
+        while m is not None and m.ts < ns:
+            m = st.load_next(m.seq + 1, None)
+        return m.seq if m is not None else st.last_seq + 1
 
     def ack_msg(self, seq: int) -> None:
         """Interest / workqueue retention: drop a message once (every / any) interested consumer acked it."""

@@ -1,106 +1,123 @@
-"""Consumer reset (`$JS.API.CONSUMER.RESET.<stream>.<consumer>`, nats-server 2.14, ADR-60), differential:
-nats.py's own suite (nats-jetstream's test_consumer_reset_*) resets consumers to their ack floor and to
-a chosen sequence. The replies (timestamps masked), what is delivered next, and the refusals per deliver
-policy must be nats-server's."""
+"""`$JS.API.CONSUMER.RESET.<stream>.<consumer>` (nats-server 2.14, API level 4), differential against
+nats-server: the reply (consumer info with `reset_seq`, or `reset_seq: 0` beside an error), what each deliver
+policy allows, the lenient body, the level gate, silence for a consumer that does not exist, what is
+delivered after a reset, interest retention dropping what a reset moved past, and the reset position after
+a kill -9."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import tempfile
 from typing import Any
 
 import nats
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 
-from tests.support.jsutil import api, replies_of_both
+from tests.support.aio import run
+from tests.support.servers import KINDS, ServerProcess
 
-_TIMES = ("created", "ts", "last_active", "opt_start_time", "deliver_subject")
-
-
-def _masked(d: Any) -> Any:
-    """A reply without its times, the push consumer's inbox and the server's own metadata (version, level)."""
-    if isinstance(d, dict):
-        return {k: ("<t>" if k in _TIMES else _masked(v)) for k, v in d.items() if k != "metadata"}
-    if isinstance(d, list):
-        return [_masked(v) for v in d]
-    return d
+_FUTURE = "2200-01-01T00:00:00Z"
 
 
-async def _durable(nc: Any, cfg: dict[str, Any]) -> None:
-    d = await api(nc, f"$JS.API.CONSUMER.DURABLE.CREATE.S.{cfg['durable_name']}", {"stream_name": "S", "config": cfg})
-    assert "error" not in d, d
-
-
-async def _reset(nc: Any, consumer: str, body: bytes = b"") -> Any:
-    try:
-        r = await nc.request(f"$JS.API.CONSUMER.RESET.S.{consumer}", body, timeout=2)
-    except NoRespondersError:
-        return "no responders"
-    except NatsTimeout:
-        return "timeout"
-    return _masked(json.loads(r.data))
-
-
-async def _pull(nc: Any, consumer: str) -> Any:
-    """One message of a pull consumer, or the status that ends the request."""
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.S.{consumer}", b'{"batch": 1, "expires": 500000000}', reply=inbox)
-    try:
-        return await sub.next_msg(2)
-    finally:
-        await sub.unsubscribe()
-
-
-async def _next(nc: Any, consumer: str) -> Any:
-    """One message of a pull consumer: its subject and reply (stream and consumer sequences), acked."""
-    m = await _pull(nc, consumer)
-    if m.headers and m.headers.get("Status"):
-        return m.headers.get("Status")
-    await nc.request(m.reply, b"", timeout=2)
-    return m.subject, m.reply.split(".")[4:7]
-
-
-async def _scenario(url: str) -> list[Any]:
-    nc = await nats.connect(url)
-    await nc.jetstream().add_stream(name="S", subjects=["s.*"])
-    for i in range(5):
-        await nc.request(f"s.{i}", b"m%d" % i, timeout=2)
-    out: list[Any] = []
-    await _durable(nc, {"durable_name": "A", "ack_policy": "explicit"})
-    out.append(await _next(nc, "A"))  # seq 1, acked: the floor is 1
-    out.append((await _pull(nc, "A")).subject)  # seq 2, left pending
-    out.append(await _reset(nc, "A"))  # back to the floor: 2 again, pending cleared
-    out.append(await _next(nc, "A"))
-    for body in (b'{"seq": 4}', b'{"seq": 100}', b'{"seq": 0}', b"{}", b"null", b'{"seq": 2, "other": 1}'):
-        out.append(await _reset(nc, "A", body))
-        out.append(await _next(nc, "A"))
-    for body in (b"{", b'{"seq": -1}', b'{"seq": "x"}', b"[1]"):
-        out.append(await _reset(nc, "A", body))
-    out.append(await _reset(nc, "NOPE"))
-    await _durable(nc, {"durable_name": "B", "ack_policy": "explicit", "deliver_policy": "by_start_sequence",
-                           "opt_start_seq": 3})
-    for body in (b'{"seq": 2}', b'{"seq": 3}', b""):
-        out.append(await _reset(nc, "B", body))
-    for dp in ("new", "last", "last_per_subject"):
-        await _durable(nc, {"durable_name": dp.upper(), "ack_policy": "explicit", "deliver_policy": dp,
-                            "filter_subject": "s.*"})
-        out.append(await _reset(nc, dp.upper(), b'{"seq": 2}'))
-        out.append(await _reset(nc, dp.upper()))
-    # a push consumer, ack none: resets the same way and delivers from there
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    await _durable(nc, {"durable_name": "P", "ack_policy": "none", "deliver_subject": inbox})
-    got = [(await sub.next_msg(2)).subject for _ in range(5)]
-    out.append(got)
-    out.append(await _reset(nc, "P", b'{"seq": 4}'))
-    out.append([(await sub.next_msg(2)).subject for _ in range(2)])
-    await nc.close()
+def _shown(r: dict[str, Any]) -> Any:
+    """A reply without what differs between any two servers (times, version metadata)."""
+    out = {k: v for k, v in r.items() if k not in ("created", "ts")}
+    if "config" in out:
+        out["config"] = {k: v for k, v in out["config"].items() if k != "metadata"}
+    for k in ("delivered", "ack_floor"):
+        if k in out:
+            out[k] = {x: y for x, y in out[k].items() if x != "last_active"}
     return out
 
 
-def test_consumer_reset() -> None:
-    got = replies_of_both(_scenario, "js-creset-")
-    ref = got["nats-server"]
-    assert ref[2]["reset_seq"] == 2 and ref[3][0] == "s.1", ref
-    assert got["edged"] == ref
+async def _reset(nc: Any, stream: str, consumer: str, body: bytes = b"",
+                 hdrs: dict[str, str] | None = None) -> Any:
+    try:
+        m = await nc.request(f"$JS.API.CONSUMER.RESET.{stream}.{consumer}", body, timeout=1, headers=hdrs)
+    except Exception as e:  # no reply at all (a consumer that is not there)
+        return type(e).__name__
+    return _shown(json.loads(m.data))
+
+
+async def _first(nc: Any) -> list[Any]:
+    js = nc.jetstream()
+    out: list[Any] = []
+    await js.add_stream(name="S", subjects=["s.>"])
+    for i in range(10):
+        await js.publish(f"s.{i}", b"%d" % i)
+    await js.add_consumer("S", durable_name="C", ack_policy="explicit")
+    await js.add_consumer("S", durable_name="L", ack_policy="explicit", deliver_policy="last")
+    await js.add_consumer("S", durable_name="B", ack_policy="explicit", deliver_policy="by_start_sequence",
+                          opt_start_seq=5)
+    await js.add_consumer("S", durable_name="T", ack_policy="explicit", deliver_policy="by_start_time",
+                          opt_start_time=_FUTURE)
+    await js.add_consumer("S", durable_name="A", ack_policy="all")
+    psub = await js.pull_subscribe_bind("C", "S")
+    ms = await psub.fetch(5, timeout=5)
+    for i in (0, 1, 3):
+        await ms[i].ack_sync()
+    out.append(_shown(json.loads((await nc.request("$JS.API.CONSUMER.INFO.S.C", b"", timeout=5)).data)))
+    out.append(await _reset(nc, "S", "C"))  # back to just above the ack floor
+    # what comes after: the unacked ones again, as first deliveries
+    ms = await psub.fetch(3, timeout=5)
+    out.append([(m.metadata.sequence.stream, m.metadata.sequence.consumer, m.metadata.num_delivered) for m in ms])
+    for body in (b'{"seq":7}', b'{"seq":3, "other": 1}', b"null", b'{"seq":-1}', b'{"seq":"1"}', b"garbage",
+                 b"[1]", b" ", b'{"seq":100}', b'{"seq":1}'):
+        out.append(await _reset(nc, "S", "C", body))
+    ms = await psub.fetch(2, timeout=5)
+    out.append([(m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in ms])
+    for name, body in (("L", b'{"seq":3}'), ("L", b""), ("B", b'{"seq":4}'), ("B", b'{"seq":5}'), ("B", b""),
+                       ("T", b'{"seq":4}'), ("T", b'{"seq":11}'), ("A", b'{"seq":2}'), ("X", b""),
+                       ("C", b'{"seq":2}')):
+        out.append(await _reset(nc, "S", name, body))
+    out.append(await _reset(nc, "S", "C", b"", {"Nats-Required-Api-Level": "99"}))
+    out.append(await _reset(nc, "S", "C", b"", {"Nats-Required-Api-Level": "x"}))
+    # interest retention: a reset past messages acks them for that consumer
+    await js.add_stream(name="I", subjects=["i.>"], retention="interest")
+    await js.add_consumer("I", durable_name="P", ack_policy="explicit")
+    await js.add_consumer("I", durable_name="Q", ack_policy="explicit", filter_subject="i.q")
+    for i in range(6):
+        await js.publish("i.q" if i % 2 else "i.p", b"x")
+    out.append(await _reset(nc, "I", "P", b'{"seq":5}'))
+    out.append((await js.stream_info("I")).state.messages)
+    out.append(await _reset(nc, "I", "Q", b'{"seq":5}'))
+    out.append((await js.stream_info("I")).state.messages)
+    return out
+
+
+async def _after_restart(nc: Any) -> list[Any]:
+    out = []
+    for name in ("C", "B"):
+        out.append(_shown(json.loads((await nc.request(f"$JS.API.CONSUMER.INFO.S.{name}", b"", timeout=5)).data)))
+    psub = await nc.jetstream().pull_subscribe_bind("C", "S")
+    ms = await psub.fetch(1, timeout=5)
+    out.append([(m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in ms])
+    return out
+
+
+async def _session(url: str, body: Any) -> list[Any]:
+    nc = await nats.connect(url)
+    try:
+        return await body(nc)
+    finally:
+        await nc.close()
+
+
+def _of(kind: str) -> list[Any]:
+    p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="js-reset-")]).start()
+    try:
+        out = run(_session(p.url, _first), timeout=120)
+        run(asyncio.sleep(0.2))  # the state nats-server writes behind
+        p.kill9()
+        p.start()
+        return out + run(_session(p.url, _after_restart), timeout=60)
+    finally:
+        p.stop()
+
+
+def test_consumer_reset_as_nats_server() -> None:
+    res = {kind: _of(kind) for kind in KINDS}
+    for i, (a, b) in enumerate(zip(res["edged"], res["nats-server"], strict=True)):
+        assert a == b, (i, a, b)
+    got = res["edged"]
+    assert got[1]["reset_seq"] == 3 and got[2] == [(3, 1, 1), (4, 2, 1), (5, 3, 1)]

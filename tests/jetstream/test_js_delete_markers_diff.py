@@ -197,6 +197,29 @@ def test_kv_watcher_sees_limit_marker(js_server: ServerProcess) -> None:
                    ("$KV.LM.k", 2, {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "2s", "Nats-Rollup": "sub"}, "")]
 
 
+async def _kv_api_scenario(nc: Any, js: Any) -> list[Any]:
+    """The same through nats-py's own API: `create_key_value(limit_marker_ttl=...)` asks the server's API
+    level first (at least 1) and then makes the bucket with subject delete markers."""
+    from nats.js.api import KeyValueConfig
+
+    kv = await js.create_key_value(KeyValueConfig(bucket="LMA", ttl=1, limit_marker_ttl=2))
+    cfg = (await js.stream_info("KV_LMA")).config
+    w = await kv.watchall()
+    assert await w.updates(timeout=2) is None
+    await kv.put("k", b"v")
+    out: list[Any] = [(cfg.subject_delete_marker_ttl, cfg.allow_msg_ttl, cfg.max_age)]
+    for _ in range(2):
+        e = await w.updates(timeout=10)
+        out.append((e.key, e.value, e.operation, e.revision))
+    await w.stop()
+    return out
+
+
+def test_natspy_kv_with_limit_marker_ttl(js_server: ServerProcess) -> None:
+    got = run(session(js_server, _kv_api_scenario))
+    assert got == [(2.0, True, 1.0), ("k", b"v", None, 1), ("k", b"", "PURGE", 2)]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_markers_survive_kill9_and_are_placed_after_restart(kind: str,
                                                            start_server: Callable[..., ServerProcess]) -> None:

@@ -289,26 +289,3 @@ def test_mirror_front_sources_update_and_dedupe_same_as_nats_server() -> None:
     res = replies_of_both(scenario, "mirror-more-")
     for a, b in zip(res["edged"], res["nats-server"], strict=True):
         assert a == b, f"\n{a}\n!=\n{b}"
-
-
-def test_durable_sourcing_consumer_is_refused_clearly(start_server: Any) -> None:
-    """nats-server 2.14+'s durable sourcing consumers (`consumer` in a mirror or source) are not supported:
-    refused with a config error that says so, and nothing is created."""
-    import tempfile
-
-    import nats
-    p = start_server("edged", ["-js", "-sd", tempfile.mkdtemp(prefix="mir-dur-")])
-
-    async def main() -> None:
-        nc = await nats.connect(p.url)
-        try:
-            for cfg in ({"name": "M", "mirror": {"name": "O", "consumer": {"name": "c", "deliver_subject": "d"}}},
-                        {"name": "M", "sources": [{"name": "O", "consumer": {"name": "c", "deliver_subject": "d"}}]}):
-                r = await _req(nc, "$JS.API.STREAM.CREATE.M", cfg)
-                assert r["error"]["err_code"] == 10052 and "not supported by edged" in r["error"]["description"], r
-            r = await _req(nc, "$JS.API.STREAM.INFO.M", {})
-            assert r["error"]["err_code"] == 10059
-        finally:
-            await nc.close()
-
-    run(main())
