@@ -73,6 +73,11 @@ def test_build_is_reproducible_and_lintian_clean(debs: dict[str, Path], tmp_path
         errors = [ln for ln in r.stdout.splitlines() if ln.startswith("E:")]
         assert not errors, "\n".join(errors)
         assert debs[arch].name == f"edged_{VERSION}_{arch}.deb"
+    # armhf has msgspec for bookworm's 3.11 and trixie's 3.13 only: dpkg must refuse a 3.12 python3
+    depends = {a: subprocess.run(["dpkg-deb", "-f", str(debs[a]), "Depends"], capture_output=True, text=True,
+                                 check=True).stdout for a in ("amd64", "armhf")}
+    assert "python3 (>= 3.11), python3 (<< 3.14), python3 (<< 3.12) | python3 (>= 3.13)," in depends["armhf"]
+    assert "python3 (>= 3.11), python3 (<< 3.14), systemd" in depends["amd64"], depends["amd64"]
 
 
 async def _publish(port: int, n: int) -> None:
