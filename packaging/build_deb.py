@@ -186,23 +186,53 @@ TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "armhf": 
 WHEEL_TAGS = {"armhf": "linux_armv7l"}
 
 
-def _debian_headers(py: str, arch: str, cache: Path) -> Path:
-    """CPython's headers for `arch` (pyconfig.h differs per arch): the libpython3.X-dev .deb of the version
-    apt knows on this bookworm machine, fetched from the Debian mirror for `arch` and unpacked."""
+# CPython header packages outside this (bookworm) machine's apt: trixie's, pinned by file and sha256 like
+# the wheels (the mirror keeps only a suite's current version: a point release means a new pin here)
+PINNED_HEADERS = {
+    ("313", "armhf"): ("pool/main/p/python3.13/libpython3.13-dev_3.13.5-2+deb13u5_armhf.deb",
+                       "3c99ca25a5466e64ed78db0fa95366af764a73db30d8d32659ed24a83c906328"),
+}
+
+
+def _headers_deb(py: str, arch: str) -> tuple[str, str | None]:
+    """The pool path of libpython3.X-dev for `arch` and its sha256 (None: whatever this machine's apt knows,
+    for bookworm's own Python)."""
+    if (py, arch) in PINNED_HEADERS:
+        return PINNED_HEADERS[(py, arch)]
     pkg = f"libpython3.{py[1:]}-dev"
     r = subprocess.run(["apt-cache", "show", "--no-all-versions", pkg], capture_output=True, text=True)
     m = re.search(r"^Filename: (\S+)_[a-z0-9]+\.deb$", r.stdout, re.M)
     if r.returncode != 0 or not m:
-        raise BuildError(f"apt-cache knows no {pkg}: cannot get CPython 3.{py[1:]} headers for {arch}")
-    url = f"{os.environ.get('DEBIAN_MIRROR', 'http://deb.debian.org/debian')}/{m.group(1)}_{arch}.deb"
-    d = cache / "headers" / f"{pkg}-{arch}"
+        raise BuildError(f"apt-cache knows no {pkg} and PINNED_HEADERS has none: no CPython 3.{py[1:]} headers "
+                         f"for {arch}")
+    return f"{m.group(1)}_{arch}.deb", None
+
+
+def _debian_headers(py: str, arch: str, cache: Path) -> Path:
+    """CPython's headers for `arch` (pyconfig.h differs per arch): the libpython3.X-dev .deb (bookworm's from
+    this machine's apt, trixie's pinned), fetched from the Debian mirror for `arch` and unpacked."""
+    path, sha = _headers_deb(py, arch)
+    url = f"{os.environ.get('DEBIAN_MIRROR', 'http://deb.debian.org/debian')}/{path}"
+    d = cache / "headers" / f"libpython3.{py[1:]}-dev-{arch}"
     if not (d / "usr/include").is_dir():
         deb = cache / "headers" / url.rsplit("/", 1)[1]
         deb.parent.mkdir(parents=True, exist_ok=True)
-        import urllib.request
+        if not deb.exists():
+            import urllib.error
+            import urllib.request
 
-        with urllib.request.urlopen(url, timeout=120) as resp:  # noqa: S310 (the Debian mirror)
-            deb.write_bytes(resp.read())
+            try:
+                with urllib.request.urlopen(url, timeout=120) as resp:  # noqa: S310 (the Debian mirror)
+                    data = resp.read()
+            except urllib.error.HTTPError as e:
+                raise BuildError(f"{url}: {e} (a Debian point release replaced it? update PINNED_HEADERS)") from None
+            if sha is not None and hashlib.sha256(data).hexdigest() != sha:
+                raise BuildError(f"{url}: sha256 is not the pinned {sha}")
+            tmp = deb.with_suffix(f".{os.getpid()}.part")
+            tmp.write_bytes(data)
+            os.replace(tmp, deb)
+        elif sha is not None and hashlib.sha256(deb.read_bytes()).hexdigest() != sha:
+            raise BuildError(f"{deb}: sha256 is not the pinned {sha}; remove it to fetch it again")
         subprocess.run(["dpkg-deb", "-x", str(deb), str(d)], check=True)
     return d
 
@@ -262,7 +292,8 @@ def cross_msgspec(pin: str, arch: str, py: str, out: Path, cache: Path) -> Path:
 
 
 CROSS = {"msgspec": cross_msgspec}  # binary dependencies the build can cross-compile where PyPI has no wheel
-CROSS_PYTHONS = {"armhf": ("311",)}  # ... for these Pythons only: bookworm's (headers from its mirror)
+CROSS_PYTHONS = {"armhf": ("311", "313")}  # ... for these Pythons only: bookworm's and trixie's (Debian has no
+# armhf 3.12)
 
 
 def unpack_wheel(wheel: Path, dest: Path) -> None:
@@ -366,9 +397,12 @@ def _copyright(deps: dict[str, Dep]) -> str:
 def control(ver: str, arch: str, deps: dict[str, Dep], installed_kb: int) -> str:
     debian = [d.debian for d in deps.values() if d.source == "debian"]
     pys = pythons(arch, deps)
-    newest = max(int(p[1:]) for p in pys)
-    depends = [f"python3 (>= 3.{min(int(p[1:]) for p in pys)})", f"python3 (<< 3.{newest + 1})", "systemd", "passwd",
-               *debian]
+    minors = sorted(int(p[1:]) for p in pys)
+    depends = [f"python3 (>= 3.{minors[0]})", f"python3 (<< 3.{minors[-1] + 1})"]
+    # a Python between two served ones that the package has no binary wheels for (armhf: 3.12) is excluded
+    depends += [f"python3 (<< 3.{m}) | python3 (>= 3.{m + 1})" for m in range(minors[0] + 1, minors[-1])
+                if m not in minors]
+    depends += ["systemd", "passwd", *debian]
     if any(d.source == "binary" for d in deps.values()):
         depends.insert(0, "libc6 (>= 2.17)")
     return (f"Package: edged\nVersion: {ver}\nArchitecture: {arch}\nMaintainer: {MAINTAINER}\n"

@@ -2,8 +2,8 @@
 lintian without errors, then installed into a Debian bookworm root booted by systemd-nspawn: the unit
 becomes active only on READY=1, `systemctl reload` works, a hung event loop is restarted by the watchdog,
 an upgrade and a reinstall keep the store and the edited conffile, remove keeps the store, purge removes
-it and the user. The same package in a booted Debian 13 (trixie) root. arm64 and armhf roots under
-qemu-user: the package installs and runs, and a client publishes and reads back."""
+it and the user. The same package in a booted Debian 13 (trixie) root. arm64 and armhf bookworm roots and
+an armhf trixie root under qemu-user: the package installs and runs, and a client publishes and reads back."""
 
 from __future__ import annotations
 
@@ -73,6 +73,11 @@ def test_build_is_reproducible_and_lintian_clean(debs: dict[str, Path], tmp_path
         errors = [ln for ln in r.stdout.splitlines() if ln.startswith("E:")]
         assert not errors, "\n".join(errors)
         assert debs[arch].name == f"edged_{VERSION}_{arch}.deb"
+    # armhf has msgspec for bookworm's 3.11 and trixie's 3.13 only: dpkg must refuse a 3.12 python3
+    depends = {a: subprocess.run(["dpkg-deb", "-f", str(debs[a]), "Depends"], capture_output=True, text=True,
+                                 check=True).stdout for a in ("amd64", "armhf")}
+    assert "python3 (>= 3.11), python3 (<< 3.14), python3 (<< 3.12) | python3 (>= 3.13)," in depends["armhf"]
+    assert "python3 (>= 3.11), python3 (<< 3.14), systemd" in depends["amd64"], depends["amd64"]
 
 
 async def _publish(port: int, n: int) -> None:
@@ -245,15 +250,24 @@ def test_installs_and_runs_on_booted_trixie(debs: dict[str, Path], tmp_path: Pat
         assert c.sh("test -e /var/lib/edged || echo gone").strip() == "gone"
 
 
-@pytest.mark.parametrize(("arch", "machine"), [("arm64", "aarch64"), ("armhf", "armv7l")])
-def test_foreign_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: Path, arch: str, machine: str) -> None:
-    """arm64: msgspec from PyPI's aarch64 wheel; armhf: msgspec cross-compiled by the build."""
+@pytest.mark.parametrize(("arch", "machine", "suite", "python"),
+                         [("arm64", "aarch64", "bookworm", "3.11"), ("armhf", "armv7l", "bookworm", "3.11"),
+                          ("armhf", "armv7l", "trixie", "3.13")])
+def test_foreign_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: Path, arch: str, machine: str,
+                                              suite: str, python: str) -> None:
+    """arm64: msgspec from PyPI's aarch64 wheel; armhf: msgspec cross-compiled by the build, for bookworm's
+    CPython 3.11 and trixie's 3.13 (one package, the launcher picks the running Python's build)."""
     if missing_tools(arch_tools=True):
         pytest.fail(f"missing tools {missing_tools(arch_tools=True)}: run `make test-deb`")
     ensure_binfmt(arch)
-    root = ensure_root(arch)
+    root = ensure_root(arch, suite)
     port = free_port()
+    # msgspec must come from the vendored build for this Python (not, say, one left on the path)
+    probe = ("python3 -I -c 'import sys; print(\"python\", \"%d.%d\" % sys.version_info[:2]); "
+             "sys.path[0:0] = [\"/usr/lib/edged/vendor/cp%d%d\" % sys.version_info[:2]]; "
+             "import msgspec._core as c; print(\"msgspec\", c.__file__)'")
     script = (f"apt-get install -y -q /dist/{debs[arch].name} >/dev/null && uname -m && edged --version && "
+              f"{probe} && "
               f"exec runuser -u edged -- /usr/bin/edged run -c /etc/edged/edged.conf -a 127.0.0.1 -p {port} -m 0")
     log = str(tmp_path / f"{arch}.log")
     p = run_in_root(root, {str(debs[arch].parent): "/dist"}, script, log)
@@ -264,6 +278,9 @@ def test_foreign_package_runs_under_qemu_user(debs: dict[str, Path], tmp_path: P
         text = Path(log).read_text(errors="replace")
         assert re.search(f"^{machine}$", text, re.M), text[-2000:]
         assert f"edged {VERSION} " in text
+        assert f"python {python}\n" in text, text[-2000:]
+        pyd = python.replace(".", "")
+        assert re.search(f"^msgspec /usr/lib/edged/vendor/cp{pyd}/msgspec/_core.cpython-{pyd}-", text, re.M), text[-2000:]
     finally:
         p.terminate()
         try:
