@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from pipeline import natsconn
@@ -25,8 +26,10 @@ from pipeline.headers import parse_headers
 from pipeline.natsconn import RawClient, connect, js_api_prefix, stream_info
 from pipeline.options import Conn, PipelineError
 from pipeline.schema import ARROW_SCHEMA
+from pipeline.wire import Msg
 
 CHUNK = 8192
+_TIME = pa.timestamp("us", tz="UTC")
 HEARTBEAT = 1.0
 
 
@@ -48,39 +51,52 @@ class RangeReader:
         self._done = False
         self._gap = False
         self._dseq = 0
+        self._cut = 0  # how far an ack reply is split from the right (its form is fixed per consumer)
         self._consumer: str | None = None
         self._sub: Any = None
         self._idle = asyncio.Event()
         self._api = js_api_prefix(conn.domain)
 
-    # the raw handler: one call per delivery, on the client's read loop
-    def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
+    # the raw handler: one call per run of deliveries, on the client's read loop
+    def _on_msgs(self, msgs: list[Msg]) -> None:
         if self._done or self._gap:
             return
-        if not reply.startswith(b"$JS.ACK."):
-            if reply:  # flow control request: answer so the server goes on
-                asyncio.ensure_future(self.nc.publish(reply.decode()))
-            else:
-                self._idle.set()
-            return
-        toks = reply.split(b".")
-        i = 5 if len(toks) == 9 else 7  # v1 ($JS.ACK.<stream>...) or v2 ($JS.ACK.<domain>.<hash>...)
-        sseq, dseq = int(toks[i]), int(toks[i + 1])
-        if dseq != self._dseq + 1:
-            self._gap = True
-            self._ready.put_nowait([])
-            return
-        self._dseq = dseq
-        if sseq > self.hi:
+        rows, hi, chunk, dseq, last, cut = self._rows, self.hi, self.chunk, self._dseq, self.last_sseq, self._cut
+        end = False
+        for subject, reply, hdr, data in msgs:
+            if not reply.startswith(b"$JS.ACK."):
+                if reply:  # flow control request: answer so the server goes on
+                    asyncio.ensure_future(self.nc.publish(reply.decode()))
+                else:
+                    self._idle.set()
+                continue
+            if not cut:
+                # v1 $JS.ACK.<stream>.<consumer>.<n>.<sseq>.<dseq>.<time>.<pending> (9 tokens); v2 has
+                # <domain>.<account hash> before the stream and maybe a token after pending: split from
+                # the right just far enough that [1:5] are sseq, dseq, time and pending
+                dots = reply.count(b".")
+                cut = self._cut = 4 if dots == 8 else dots - 6
+            t = reply.rsplit(b".", cut)
+            if int(t[2]) != dseq + 1:
+                self._gap = True
+                self._ready.put_nowait([])
+                break
+            dseq += 1
+            sseq = int(t[1])
+            if sseq > hi:
+                end = True
+                break
+            rows.append((sseq, subject, int(t[3]), hdr, data))
+            last = sseq
+            if sseq >= hi or t[4] == b"0":
+                end = True
+                break
+            if len(rows) >= chunk:
+                self._ready.put_nowait(rows)
+                rows = self._rows = []
+        self._dseq, self.last_sseq = dseq, last
+        if end:
             self._finish()
-            return
-        self._rows.append((sseq, subject.decode(), int(toks[i + 2]), hdr, data))
-        self.last_sseq = sseq
-        if sseq >= self.hi or toks[i + 3] == b"0":
-            self._finish()
-        elif len(self._rows) >= self.chunk:
-            self._ready.put_nowait(self._rows)
-            self._rows = []
 
     def _finish(self) -> None:
         self._done = True
@@ -91,7 +107,7 @@ class RangeReader:
 
     async def _start_consumer(self, start: int) -> None:
         inbox = self.nc.new_inbox()
-        self._sub = await self.nc.raw_subscribe(inbox, self._on_msg)
+        self._sub = await self.nc.raw_subscribe(inbox, self._on_msgs)
         cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start),
                              ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
                              idle_heartbeat=HEARTBEAT, deliver_subject=inbox, filter_subject=self.filter,
@@ -130,7 +146,7 @@ class RangeReader:
                 if self._rows:
                     self._ready.put_nowait(self._rows)
                     self._rows = []
-                self._gap, self._dseq = False, 0
+                self._gap, self._dseq, self._cut = False, 0, 0
                 await self._start_consumer(self.last_sseq + 1)
             try:
                 rows = self._ready.get_nowait()
@@ -191,8 +207,8 @@ def rows_to_batch(stream: str, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([
         pa.array([stream] * len(rows), pa.string()),
         pa.array(seqs, pa.int64()),
-        pa.array(subjects, pa.string()),
-        pa.array([t // 1000 for t in times], pa.timestamp("us", tz="UTC")),
+        pa.array(subjects, pa.string()),  # bytes or str: Arrow checks the UTF-8 itself
+        pc.divide(pa.array(times, pa.int64()), 1000).cast(_TIME),
         pa.array(headers, ARROW_SCHEMA.field("headers").type),
         pa.array(datas, pa.binary()),
     ], schema=ARROW_SCHEMA)
@@ -233,12 +249,13 @@ async def seq_at_time(nc: RawClient, conn: Conn, stream: str, t: datetime, last:
     inbox = nc.new_inbox()
     first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
-    def on_msg(subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
-        if reply.startswith(b"$JS.ACK.") and not first.done():
-            toks = reply.split(b".")
-            first.set_result(int(toks[5 if len(toks) == 9 else 7]))
+    def on_msgs(msgs: list[Msg]) -> None:
+        for _subject, reply, _hdr, _data in msgs:
+            if reply.startswith(b"$JS.ACK.") and not first.done():
+                toks = reply.split(b".")
+                first.set_result(int(toks[5 if len(toks) == 9 else 7]))
 
-    sub = await nc.raw_subscribe(inbox, on_msg)
+    sub = await nc.raw_subscribe(inbox, on_msgs)
     cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=t.isoformat(),
                          ack_policy=AckPolicy.NONE, max_deliver=1, deliver_subject=inbox, mem_storage=True,
                          num_replicas=1, inactive_threshold=10.0, flow_control=True, idle_heartbeat=HEARTBEAT)
