@@ -37,8 +37,24 @@ class _Gap(Exception):
     pass
 
 
+class Columns:
+    """Rows kept column by column as they arrive: no tuple per row, and no transposing for Arrow."""
+
+    __slots__ = ("seqs", "subjects", "times", "hdrs", "datas")
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.subjects: list[bytes | str] = []
+        self.times: list[int] = []  # ns since the epoch
+        self.hdrs: list[bytes | None] = []
+        self.datas: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
 class RangeReader:
-    """Reads [lo, hi] of a stream; `chunks()` hands out lists of rows as they arrive."""
+    """Reads [lo, hi] of a stream; `next_chunk()` hands out the rows (`Columns`) as they arrive."""
 
     def __init__(self, nc: RawClient, conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | None,
                  chunk: int = CHUNK) -> None:
@@ -46,8 +62,8 @@ class RangeReader:
         self.lo, self.hi, self.filter = lo, hi, filter_subject
         self.chunk = chunk
         self.last_sseq = lo - 1
-        self._rows: list[tuple[Any, ...]] = []
-        self._ready: asyncio.Queue[list[tuple[Any, ...]] | None] = asyncio.Queue()
+        self._rows = Columns()
+        self._ready: asyncio.Queue[Columns | None] = asyncio.Queue()
         self._done = False
         self._gap = False
         self._dseq = 0
@@ -61,7 +77,9 @@ class RangeReader:
     def _on_msgs(self, msgs: list[Msg]) -> None:
         if self._done or self._gap:
             return
-        rows, hi, chunk, dseq, last, cut = self._rows, self.hi, self.chunk, self._dseq, self.last_sseq, self._cut
+        hi, chunk, dseq, last, cut = self.hi, self.chunk, self._dseq, self.last_sseq, self._cut
+        cols = self._rows
+        seqs, subjects, times, hdrs, datas = cols.seqs, cols.subjects, cols.times, cols.hdrs, cols.datas
         end = False
         for subject, reply, hdr, data in msgs:
             if not reply.startswith(b"$JS.ACK."):
@@ -79,21 +97,26 @@ class RangeReader:
             t = reply.rsplit(b".", cut)
             if int(t[2]) != dseq + 1:
                 self._gap = True
-                self._ready.put_nowait([])
+                self._ready.put_nowait(Columns())
                 break
             dseq += 1
             sseq = int(t[1])
             if sseq > hi:
                 end = True
                 break
-            rows.append((sseq, subject, int(t[3]), hdr, data))
+            seqs.append(sseq)
+            subjects.append(subject)
+            times.append(int(t[3]))
+            hdrs.append(hdr)
+            datas.append(data)
             last = sseq
             if sseq >= hi or t[4] == b"0":
                 end = True
                 break
-            if len(rows) >= chunk:
-                self._ready.put_nowait(rows)
-                rows = self._rows = []
+            if len(seqs) >= chunk:
+                self._ready.put_nowait(cols)
+                cols = self._rows = Columns()
+                seqs, subjects, times, hdrs, datas = cols.seqs, cols.subjects, cols.times, cols.hdrs, cols.datas
         self._dseq, self.last_sseq = dseq, last
         if end:
             self._finish()
@@ -102,7 +125,7 @@ class RangeReader:
         self._done = True
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = []
+            self._rows = Columns()
         self._ready.put_nowait(None)
 
     async def _start_consumer(self, start: int) -> None:
@@ -137,7 +160,7 @@ class RangeReader:
         else:
             await self._start_consumer(self.lo)
 
-    async def next_chunk(self) -> list[tuple[Any, ...]] | None:
+    async def next_chunk(self) -> Columns | None:
         """The next rows (at least one), or None at the end of the range."""
         while True:
             if self._gap:
@@ -145,7 +168,7 @@ class RangeReader:
                 await self._stop_consumer()
                 if self._rows:
                     self._ready.put_nowait(self._rows)
-                    self._rows = []
+                    self._rows = Columns()
                 self._gap, self._dseq, self._cut = False, 0, 0
                 await self._start_consumer(self.last_sseq + 1)
             try:
@@ -180,7 +203,7 @@ class RangeReader:
         # idle: hand out what has come, and end if the stream holds nothing more for this range
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = []
+            self._rows = Columns()
         elif not self._done and await self._nothing_pending():
             self._finish()
         return False
@@ -202,15 +225,22 @@ class RangeReader:
 
 def rows_to_batch(stream: str, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     """(seq, subject, time ns, header block, data) rows as one record batch of the pipeline's schema."""
-    seqs, subjects, times, hdrs, datas = zip(*rows, strict=True)
-    headers = [None if not h else list(parse_headers(h).items()) for h in hdrs]  # type: ignore[union-attr]
+    cols = Columns()
+    cols.seqs, cols.subjects, cols.times = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    cols.hdrs, cols.datas = [r[3] for r in rows], [r[4] for r in rows]
+    return columns_to_batch(stream, cols)
+
+
+def columns_to_batch(stream: str, cols: Columns) -> pa.RecordBatch:
+    """Rows as one record batch of the pipeline's schema (Arrow converts each column in one call)."""
+    headers = [None if not h else list(parse_headers(h).items()) for h in cols.hdrs]  # type: ignore[union-attr]
     return pa.RecordBatch.from_arrays([
-        pa.array([stream] * len(rows), pa.string()),
-        pa.array(seqs, pa.int64()),
-        pa.array(subjects, pa.string()),  # bytes or str: Arrow checks the UTF-8 itself
-        pc.divide(pa.array(times, pa.int64()), 1000).cast(_TIME),
+        pa.repeat(pa.scalar(stream, pa.string()), len(cols)),
+        pa.array(cols.seqs, pa.int64()),
+        pa.array(cols.subjects, pa.string()),  # bytes or str: Arrow checks the UTF-8 itself
+        pc.divide(pa.array(cols.times, pa.int64()), 1000).cast(_TIME),
         pa.array(headers, ARROW_SCHEMA.field("headers").type),
-        pa.array(datas, pa.binary()),
+        pa.array(cols.datas, pa.binary()),
     ], schema=ARROW_SCHEMA)
 
 
@@ -224,8 +254,8 @@ def read_range(conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | 
         try:
             reader = RangeReader(nc, conn, stream, lo, hi, filter_subject)
             loop.run_until_complete(reader.start())
-            while (rows := loop.run_until_complete(reader.next_chunk())) is not None:
-                yield rows_to_batch(stream, rows)
+            while (cols := loop.run_until_complete(reader.next_chunk())) is not None:
+                yield columns_to_batch(stream, cols)
         finally:
             loop.run_until_complete(nc.close())
     finally:
