@@ -38,19 +38,26 @@ class _Gap(Exception):
 
 
 class Columns:
-    """Rows kept column by column as they arrive: no tuple per row, and no transposing for Arrow."""
+    """Rows kept column by column as they arrive: no tuple per row, and no transposing for Arrow.
 
-    __slots__ = ("seqs", "subjects", "times", "hdrs", "datas")
+    Sequence and time are either `seqs` and `times` (ns), or left in each delivery's ack reply
+    (`acks`, split `cut` times from the right: [1] the stream sequence, [3] the time), for Arrow to
+    take apart a batch at a time.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("seqs", "times", "acks", "cut", "subjects", "hdrs", "datas")
+
+    def __init__(self, cut: int = 0) -> None:
         self.seqs: list[int] = []
+        self.times: list[int] = []
+        self.acks: list[bytes] = []
+        self.cut = cut
         self.subjects: list[bytes | str] = []
-        self.times: list[int] = []  # ns since the epoch
         self.hdrs: list[bytes | None] = []
         self.datas: list[bytes] = []
 
     def __len__(self) -> int:
-        return len(self.seqs)
+        return len(self.datas)
 
 
 class RangeReader:
@@ -77,9 +84,21 @@ class RangeReader:
     def _on_msgs(self, msgs: list[Msg]) -> None:
         if self._done or self._gap:
             return
-        hi, chunk, dseq, last, cut = self.hi, self.chunk, self._dseq, self.last_sseq, self._cut
+        hi, chunk, dseq, cut = self.hi, self.chunk, self._dseq, self._cut
         cols = self._rows
-        seqs, subjects, times, hdrs, datas = cols.seqs, cols.subjects, cols.times, cols.hdrs, cols.datas
+        cols.cut = cut
+        n = len(msgs)
+        if cut and n > 1 and self._whole_run(msgs, n, dseq, hi):
+            cols.acks += [m[1] for m in msgs]
+            cols.subjects += [m[0] for m in msgs]
+            cols.hdrs += [m[2] for m in msgs]
+            cols.datas += [m[3] for m in msgs]
+            if len(cols) >= chunk:
+                self._ready.put_nowait(cols)
+                self._rows = Columns(cut)
+            return
+        last = self.last_sseq
+        acks, subjects, hdrs, datas = cols.acks, cols.subjects, cols.hdrs, cols.datas
         end = False
         for subject, reply, hdr, data in msgs:
             if not reply.startswith(b"$JS.ACK."):
@@ -93,7 +112,7 @@ class RangeReader:
                 # <domain>.<account hash> before the stream and maybe a token after pending: split from
                 # the right just far enough that [1:5] are sseq, dseq, time and pending
                 dots = reply.count(b".")
-                cut = self._cut = 4 if dots == 8 else dots - 6
+                cut = self._cut = cols.cut = 4 if dots == 8 else dots - 6
             t = reply.rsplit(b".", cut)
             if int(t[2]) != dseq + 1:
                 self._gap = True
@@ -104,28 +123,43 @@ class RangeReader:
             if sseq > hi:
                 end = True
                 break
-            seqs.append(sseq)
+            acks.append(reply)
             subjects.append(subject)
-            times.append(int(t[3]))
             hdrs.append(hdr)
             datas.append(data)
             last = sseq
             if sseq >= hi or t[4] == b"0":
                 end = True
                 break
-            if len(seqs) >= chunk:
+            if len(datas) >= chunk:
                 self._ready.put_nowait(cols)
-                cols = self._rows = Columns()
-                seqs, subjects, times, hdrs, datas = cols.seqs, cols.subjects, cols.times, cols.hdrs, cols.datas
+                cols = self._rows = Columns(cut)
+                acks, subjects, hdrs, datas = cols.acks, cols.subjects, cols.hdrs, cols.datas
         self._dseq, self.last_sseq = dseq, last
         if end:
             self._finish()
+
+    def _whole_run(self, msgs: list[Msg], n: int, dseq: int, hi: int) -> bool:
+        """Whether the run can be kept whole without a look at each message: all deliveries (no flow
+        control or heartbeat), the first just after the last kept and the last n on (delivery sequences
+        only rise, so none is missing), the last still short of `hi` and with more to come."""
+        first, last = msgs[0][1], msgs[-1][1]
+        if not (first.startswith(b"$JS.ACK.") and last.startswith(b"$JS.ACK.")):
+            return False
+        a, b = first.rsplit(b".", self._cut), last.rsplit(b".", self._cut)
+        if int(a[2]) != dseq + 1 or int(b[2]) != dseq + n or b[4] == b"0":
+            return False
+        sseq = int(b[1])
+        if sseq >= hi or b"".join([m[1] for m in msgs]).count(b"$JS.ACK.") != n:
+            return False
+        self._dseq, self.last_sseq = dseq + n, sseq
+        return True
 
     def _finish(self) -> None:
         self._done = True
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = Columns()
+            self._rows = Columns(self._cut)
         self._ready.put_nowait(None)
 
     async def _start_consumer(self, start: int) -> None:
@@ -168,7 +202,7 @@ class RangeReader:
                 await self._stop_consumer()
                 if self._rows:
                     self._ready.put_nowait(self._rows)
-                    self._rows = Columns()
+                    self._rows = Columns(self._cut)
                 self._gap, self._dseq, self._cut = False, 0, 0
                 await self._start_consumer(self.last_sseq + 1)
             try:
@@ -203,7 +237,7 @@ class RangeReader:
         # idle: hand out what has come, and end if the stream holds nothing more for this range
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = Columns()
+            self._rows = Columns(self._cut)
         elif not self._done and await self._nothing_pending():
             self._finish()
         return False
@@ -234,11 +268,16 @@ def rows_to_batch(stream: str, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
 def columns_to_batch(stream: str, cols: Columns) -> pa.RecordBatch:
     """Rows as one record batch of the pipeline's schema (Arrow converts each column in one call)."""
     headers = [None if not h else list(parse_headers(h).items()) for h in cols.hdrs]  # type: ignore[union-attr]
+    if cols.acks:
+        parts = pc.split_pattern(pa.array(cols.acks, pa.string()), ".", max_splits=cols.cut, reverse=True)
+        seqs, times = pc.list_element(parts, 1).cast(pa.int64()), pc.list_element(parts, 3).cast(pa.int64())
+    else:
+        seqs, times = pa.array(cols.seqs, pa.int64()), pa.array(cols.times, pa.int64())
     return pa.RecordBatch.from_arrays([
         pa.repeat(pa.scalar(stream, pa.string()), len(cols)),
-        pa.array(cols.seqs, pa.int64()),
+        seqs,
         pa.array(cols.subjects, pa.string()),  # bytes or str: Arrow checks the UTF-8 itself
-        pc.divide(pa.array(cols.times, pa.int64()), 1000).cast(_TIME),
+        pc.divide(times, 1000).cast(_TIME),
         pa.array(headers, ARROW_SCHEMA.field("headers").type),
         pa.array(cols.datas, pa.binary()),
     ], schema=ARROW_SCHEMA)
