@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from pipeline import natsconn
@@ -25,8 +26,10 @@ from pipeline.headers import parse_headers
 from pipeline.natsconn import RawClient, connect, js_api_prefix, stream_info
 from pipeline.options import Conn, PipelineError
 from pipeline.schema import ARROW_SCHEMA
+from pipeline.wire import Msg
 
 CHUNK = 8192
+_TIME = pa.timestamp("us", tz="UTC")
 HEARTBEAT = 1.0
 
 
@@ -34,8 +37,31 @@ class _Gap(Exception):
     pass
 
 
+class Columns:
+    """Rows kept column by column as they arrive: no tuple per row, and no transposing for Arrow.
+
+    Sequence and time are either `seqs` and `times` (ns), or left in each delivery's ack reply
+    (`acks`, split `cut` times from the right: [1] the stream sequence, [3] the time), for Arrow to
+    take apart a batch at a time.
+    """
+
+    __slots__ = ("seqs", "times", "acks", "cut", "subjects", "hdrs", "datas")
+
+    def __init__(self, cut: int = 0) -> None:
+        self.seqs: list[int] = []
+        self.times: list[int] = []
+        self.acks: list[bytes] = []
+        self.cut = cut
+        self.subjects: list[bytes | str] = []
+        self.hdrs: list[bytes | None] = []
+        self.datas: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.datas)
+
+
 class RangeReader:
-    """Reads [lo, hi] of a stream; `chunks()` hands out lists of rows as they arrive."""
+    """Reads [lo, hi] of a stream; `next_chunk()` hands out the rows (`Columns`) as they arrive."""
 
     def __init__(self, nc: RawClient, conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | None,
                  chunk: int = CHUNK) -> None:
@@ -43,55 +69,102 @@ class RangeReader:
         self.lo, self.hi, self.filter = lo, hi, filter_subject
         self.chunk = chunk
         self.last_sseq = lo - 1
-        self._rows: list[tuple[Any, ...]] = []
-        self._ready: asyncio.Queue[list[tuple[Any, ...]] | None] = asyncio.Queue()
+        self._rows = Columns()
+        self._ready: asyncio.Queue[Columns | None] = asyncio.Queue()
         self._done = False
         self._gap = False
         self._dseq = 0
+        self._cut = 0  # how far an ack reply is split from the right (its form is fixed per consumer)
         self._consumer: str | None = None
         self._sub: Any = None
         self._idle = asyncio.Event()
         self._api = js_api_prefix(conn.domain)
 
-    # the raw handler: one call per delivery, on the client's read loop
-    def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
+    # the raw handler: one call per run of deliveries, on the client's read loop
+    def _on_msgs(self, msgs: list[Msg]) -> None:
         if self._done or self._gap:
             return
-        if not reply.startswith(b"$JS.ACK."):
-            if reply:  # flow control request: answer so the server goes on
-                asyncio.ensure_future(self.nc.publish(reply.decode()))
-            else:
-                self._idle.set()
+        hi, chunk, dseq, cut = self.hi, self.chunk, self._dseq, self._cut
+        cols = self._rows
+        cols.cut = cut
+        n = len(msgs)
+        if cut and n > 1 and self._whole_run(msgs, n, dseq, hi):
+            cols.acks += [m[1] for m in msgs]
+            cols.subjects += [m[0] for m in msgs]
+            cols.hdrs += [m[2] for m in msgs]
+            cols.datas += [m[3] for m in msgs]
+            if len(cols) >= chunk:
+                self._ready.put_nowait(cols)
+                self._rows = Columns(cut)
             return
-        toks = reply.split(b".")
-        i = 5 if len(toks) == 9 else 7  # v1 ($JS.ACK.<stream>...) or v2 ($JS.ACK.<domain>.<hash>...)
-        sseq, dseq = int(toks[i]), int(toks[i + 1])
-        if dseq != self._dseq + 1:
-            self._gap = True
-            self._ready.put_nowait([])
-            return
-        self._dseq = dseq
-        if sseq > self.hi:
+        last = self.last_sseq
+        acks, subjects, hdrs, datas = cols.acks, cols.subjects, cols.hdrs, cols.datas
+        end = False
+        for subject, reply, hdr, data in msgs:
+            if not reply.startswith(b"$JS.ACK."):
+                if reply:  # flow control request: answer so the server goes on
+                    asyncio.ensure_future(self.nc.publish(reply.decode()))
+                else:
+                    self._idle.set()
+                continue
+            if not cut:
+                # v1 $JS.ACK.<stream>.<consumer>.<n>.<sseq>.<dseq>.<time>.<pending> (9 tokens); v2 has
+                # <domain>.<account hash> before the stream and maybe a token after pending: split from
+                # the right just far enough that [1:5] are sseq, dseq, time and pending
+                dots = reply.count(b".")
+                cut = self._cut = cols.cut = 4 if dots == 8 else dots - 6
+            t = reply.rsplit(b".", cut)
+            if int(t[2]) != dseq + 1:
+                self._gap = True
+                self._ready.put_nowait(Columns())
+                break
+            dseq += 1
+            sseq = int(t[1])
+            if sseq > hi:
+                end = True
+                break
+            acks.append(reply)
+            subjects.append(subject)
+            hdrs.append(hdr)
+            datas.append(data)
+            last = sseq
+            if sseq >= hi or t[4] == b"0":
+                end = True
+                break
+            if len(datas) >= chunk:
+                self._ready.put_nowait(cols)
+                cols = self._rows = Columns(cut)
+                acks, subjects, hdrs, datas = cols.acks, cols.subjects, cols.hdrs, cols.datas
+        self._dseq, self.last_sseq = dseq, last
+        if end:
             self._finish()
-            return
-        self._rows.append((sseq, subject.decode(), int(toks[i + 2]), hdr, data))
-        self.last_sseq = sseq
-        if sseq >= self.hi or toks[i + 3] == b"0":
-            self._finish()
-        elif len(self._rows) >= self.chunk:
-            self._ready.put_nowait(self._rows)
-            self._rows = []
+
+    def _whole_run(self, msgs: list[Msg], n: int, dseq: int, hi: int) -> bool:
+        """Whether the run can be kept whole without a look at each message: all deliveries (no flow
+        control or heartbeat), the first just after the last kept and the last n on (delivery sequences
+        only rise, so none is missing), the last still short of `hi` and with more to come."""
+        first, last = msgs[0][1], msgs[-1][1]
+        if not (first.startswith(b"$JS.ACK.") and last.startswith(b"$JS.ACK.")):
+            return False
+        a, b = first.rsplit(b".", self._cut), last.rsplit(b".", self._cut)
+        if int(a[2]) != dseq + 1 or int(b[2]) != dseq + n or b[4] == b"0":
+            return False
+        sseq = int(b[1])
+        if sseq >= hi or b"".join([m[1] for m in msgs]).count(b"$JS.ACK.") != n:
+            return False
+        self._dseq, self.last_sseq = dseq + n, sseq
+        return True
 
     def _finish(self) -> None:
         self._done = True
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = []
+            self._rows = Columns(self._cut)
         self._ready.put_nowait(None)
 
     async def _start_consumer(self, start: int) -> None:
         inbox = self.nc.new_inbox()
-        self._sub = await self.nc.raw_subscribe(inbox, self._on_msg)
+        self._sub = await self.nc.raw_subscribe(inbox, self._on_msgs)
         cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start),
                              ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
                              idle_heartbeat=HEARTBEAT, deliver_subject=inbox, filter_subject=self.filter,
@@ -121,7 +194,7 @@ class RangeReader:
         else:
             await self._start_consumer(self.lo)
 
-    async def next_chunk(self) -> list[tuple[Any, ...]] | None:
+    async def next_chunk(self) -> Columns | None:
         """The next rows (at least one), or None at the end of the range."""
         while True:
             if self._gap:
@@ -129,8 +202,8 @@ class RangeReader:
                 await self._stop_consumer()
                 if self._rows:
                     self._ready.put_nowait(self._rows)
-                    self._rows = []
-                self._gap, self._dseq = False, 0
+                    self._rows = Columns(self._cut)
+                self._gap, self._dseq, self._cut = False, 0, 0
                 await self._start_consumer(self.last_sseq + 1)
             try:
                 rows = self._ready.get_nowait()
@@ -164,7 +237,7 @@ class RangeReader:
         # idle: hand out what has come, and end if the stream holds nothing more for this range
         if self._rows:
             self._ready.put_nowait(self._rows)
-            self._rows = []
+            self._rows = Columns(self._cut)
         elif not self._done and await self._nothing_pending():
             self._finish()
         return False
@@ -186,15 +259,27 @@ class RangeReader:
 
 def rows_to_batch(stream: str, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     """(seq, subject, time ns, header block, data) rows as one record batch of the pipeline's schema."""
-    seqs, subjects, times, hdrs, datas = zip(*rows, strict=True)
-    headers = [None if not h else list(parse_headers(h).items()) for h in hdrs]  # type: ignore[union-attr]
+    cols = Columns()
+    cols.seqs, cols.subjects, cols.times = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    cols.hdrs, cols.datas = [r[3] for r in rows], [r[4] for r in rows]
+    return columns_to_batch(stream, cols)
+
+
+def columns_to_batch(stream: str, cols: Columns) -> pa.RecordBatch:
+    """Rows as one record batch of the pipeline's schema (Arrow converts each column in one call)."""
+    headers = [None if not h else list(parse_headers(h).items()) for h in cols.hdrs]  # type: ignore[union-attr]
+    if cols.acks:
+        parts = pc.split_pattern(pa.array(cols.acks, pa.string()), ".", max_splits=cols.cut, reverse=True)
+        seqs, times = pc.list_element(parts, 1).cast(pa.int64()), pc.list_element(parts, 3).cast(pa.int64())
+    else:
+        seqs, times = pa.array(cols.seqs, pa.int64()), pa.array(cols.times, pa.int64())
     return pa.RecordBatch.from_arrays([
-        pa.array([stream] * len(rows), pa.string()),
-        pa.array(seqs, pa.int64()),
-        pa.array(subjects, pa.string()),
-        pa.array([t // 1000 for t in times], pa.timestamp("us", tz="UTC")),
+        pa.repeat(pa.scalar(stream, pa.string()), len(cols)),
+        seqs,
+        pa.array(cols.subjects, pa.string()),  # bytes or str: Arrow checks the UTF-8 itself
+        pc.divide(times, 1000).cast(_TIME),
         pa.array(headers, ARROW_SCHEMA.field("headers").type),
-        pa.array(datas, pa.binary()),
+        pa.array(cols.datas, pa.binary()),
     ], schema=ARROW_SCHEMA)
 
 
@@ -208,8 +293,8 @@ def read_range(conn: Conn, stream: str, lo: int, hi: int, filter_subject: str | 
         try:
             reader = RangeReader(nc, conn, stream, lo, hi, filter_subject)
             loop.run_until_complete(reader.start())
-            while (rows := loop.run_until_complete(reader.next_chunk())) is not None:
-                yield rows_to_batch(stream, rows)
+            while (cols := loop.run_until_complete(reader.next_chunk())) is not None:
+                yield columns_to_batch(stream, cols)
         finally:
             loop.run_until_complete(nc.close())
     finally:
@@ -233,12 +318,13 @@ async def seq_at_time(nc: RawClient, conn: Conn, stream: str, t: datetime, last:
     inbox = nc.new_inbox()
     first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
-    def on_msg(subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
-        if reply.startswith(b"$JS.ACK.") and not first.done():
-            toks = reply.split(b".")
-            first.set_result(int(toks[5 if len(toks) == 9 else 7]))
+    def on_msgs(msgs: list[Msg]) -> None:
+        for _subject, reply, _hdr, _data in msgs:
+            if reply.startswith(b"$JS.ACK.") and not first.done():
+                toks = reply.split(b".")
+                first.set_result(int(toks[5 if len(toks) == 9 else 7]))
 
-    sub = await nc.raw_subscribe(inbox, on_msg)
+    sub = await nc.raw_subscribe(inbox, on_msgs)
     cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=t.isoformat(),
                          ack_policy=AckPolicy.NONE, max_deliver=1, deliver_subject=inbox, mem_storage=True,
                          num_replicas=1, inactive_threshold=10.0, flow_control=True, idle_heartbeat=HEARTBEAT)

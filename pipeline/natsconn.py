@@ -1,10 +1,13 @@
 """nats-py connections for the pipeline: connect from `Conn` with clear errors, and raw subscriptions.
 
-`RawClient` couples to two nats-py internals, both stable through nats-py 2.x: `_process_msg(sid,
-subject, reply, data, headers)`, which it intercepts for raw subscriptions (the header block as it
-came, every value of a repeated key; no Msg object or queue hop per message, which is most of what a
-200k-message read costs), and `_send_command`, through which it sends a prebuilt HPUB (nats-py's
-`publish` takes one value per header key), then kicks the flusher as `publish` does.
+`RawClient` couples to nats-py internals that are stable through nats-py 2.x: its parser (`_ps`, a
+`Parser` whose `parse(data)` the read loop awaits with each read, and whose `buf` it can be handed a
+single control line through), `_process_msg(sid, subject, reply, data, headers)` for subscriptions of
+its own, and `_send_command`, through which it sends a prebuilt HPUB (nats-py's `publish` takes one
+value per header key), then kicks the flusher as `publish` does. The parser is replaced by one that
+splits message frames with `pipeline.wire` and hands a raw subscription each run of its messages in
+one plain call: the header block as it came (every value of a repeated key), no Msg object, regular
+expression or coroutine per message, which is most of what a 200k-message read costs.
 """
 
 from __future__ import annotations
@@ -18,26 +21,78 @@ import nats
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.errors import NoServersError
+from nats.errors import ProtocolError as NatsProtocolError
+from nats.protocol.parser import Parser
 
 from pipeline.options import Conn, PipelineError
+from pipeline.wire import Msg, WireError, split_msgs
 
-RawHandler = Callable[[bytes, bytes, bytes, bytes], None]
+RawHandler = Callable[[list[Msg]], None]
+
+
+class _FrameParser(Parser):
+    """nats-py's parser with message frames split by `pipeline.wire`; other ops go to nats-py's own."""
+
+    def __init__(self, nc: RawClient) -> None:
+        super().__init__(nc)
+        self.raw = nc
+
+    def reset(self) -> None:
+        super().reset()
+        self._parts: list[bytes] = []
+        self._have = 0
+        self._need = 0  # bytes the frame waiting in _parts needs before it is worth parsing again
+
+    async def parse(self, data: bytes = b"") -> None:
+        self._parts.append(data)
+        self._have += len(data)
+        if self._have < self._need:
+            return
+        buf = b"".join(self._parts) if len(self._parts) > 1 else bytes(self._parts[0])
+        self._parts, self._have, self._need = [], 0, 0
+        pos, n = 0, len(buf)
+        while pos < n:
+            try:
+                runs, pos, need = split_msgs(buf, pos)
+            except WireError as e:
+                raise NatsProtocolError(str(e)) from None
+            if runs:
+                await self.raw.deliver_runs(runs)
+            if pos >= n or need or buf.startswith((b"MSG ", b"HMSG "), pos):
+                self._need = need
+                break
+            e = buf.find(b"\r\n", pos)
+            if e < 0:
+                break
+            self.buf = bytearray(buf[pos:e + 2])  # one control line (PING, PONG, INFO, +OK, -ERR)
+            await super().parse()
+            if self.buf:
+                raise NatsProtocolError(f"nats: unknown protocol {bytes(self.buf[:80])!r}")
+            pos = e + 2
+        if pos < n:
+            self._parts.append(buf[pos:])
+            self._have = n - pos
 
 
 class RawClient(Client):
-    """A nats-py client whose raw subscriptions get (subject, reply, data, header block) in a plain call."""
+    """A nats-py client whose raw subscriptions get each run of their messages in one plain call."""
 
     def __init__(self) -> None:
         super().__init__()
         self._raw: dict[int, RawHandler] = {}
+        self._ps = _FrameParser(self)
         self.errors: list[BaseException] = []  # what the server said (error_cb), for messages
 
-    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
-        h = self._raw.get(sid)
-        if h is None:
-            await super()._process_msg(sid, subject, reply, data, headers)
-        else:
-            h(subject, reply, data, headers)
+    async def deliver_runs(self, runs: list[tuple[bytes, list[Msg]]]) -> None:
+        raw = self._raw
+        for sid_b, msgs in runs:
+            sid = int(sid_b)
+            h = raw.get(sid)
+            if h is not None:
+                h(msgs)
+                continue
+            for subject, reply, hdr, data in msgs:  # nats-py's own subscriptions (API replies, inboxes)
+                await self._process_msg(sid, subject, reply, data, hdr or None)  # type: ignore[arg-type]
 
     async def raw_subscribe(self, subject: str, handler: RawHandler) -> Any:
         sub = await self.subscribe(subject)

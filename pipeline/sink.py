@@ -22,6 +22,7 @@ from edged.subjects import subject_matches
 from pipeline.headers import encode_headers
 from pipeline.natsconn import RawClient, connect, js_api_prefix
 from pipeline.options import Conn, PipelineError, write_options
+from pipeline.wire import Msg
 
 
 class Published(WriterCommitMessage):
@@ -99,7 +100,11 @@ async def _publish_rows(conn: Conn, rows: Iterator[Any], max_in_flight: int, def
         counts = [0, 0, 0]  # acked, duplicates, plain
         failure: list[str] = []
 
-        def on_reply(subject: bytes, reply: bytes, data: bytes, hdr: bytes) -> None:
+        def on_replies(msgs: list[Msg]) -> None:
+            for subject, _reply, hdr, data in msgs:
+                on_reply(subject, hdr, data)
+
+        def on_reply(subject: bytes, hdr: bytes, data: bytes) -> None:
             ent = waiting.pop(subject.rsplit(b".", 1)[-1], None)
             if ent is None:
                 return
@@ -123,7 +128,7 @@ async def _publish_rows(conn: Conn, rows: Iterator[Any], max_in_flight: int, def
             if not fut.done():
                 fut.set_result(data)
 
-        sub = await nc.raw_subscribe(inbox + ".*", on_reply)
+        sub = await nc.raw_subscribe(inbox + ".*", on_replies)
         futures: list[asyncio.Future[bytes]] = []
         lost = f"connection to {', '.join(conn.servers)} lost while publishing"
         for i, row in enumerate(rows):
