@@ -10,7 +10,8 @@ The steps, each of which leaves the old bundle in place when it fails:
    `*.prev`); `provisioned.conf` (the leafnode remote, and the domain as `$EDGED_DOMAIN`) is included
    from the main config, and the result must load;
 4. apply without a restart: SIGHUP to the running edged (its pid file), then, with a monitoring port,
-   wait until /varz shows the remote connected as the new user; the daemon itself goes back to the old
+   wait until /varz shows the remote connected as the new user and in the bundle's JetStream domain (a
+   reload applies a new domain, edged/server.py); the daemon itself goes back to the old
    creds if the hub refuses the new ones, and provision then puts the old files back.
 Exit status: 0 installed (and applied, when edged runs), 1 refused or failed (the old bundle stays).
 """
