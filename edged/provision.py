@@ -10,7 +10,8 @@ The steps, each of which leaves the old bundle in place when it fails:
    `*.prev`); `provisioned.conf` (the leafnode remote, and the domain as `$EDGED_DOMAIN`) is included
    from the main config, and the result must load;
 4. apply without a restart: SIGHUP to the running edged (its pid file), then, with a monitoring port,
-   wait until /varz shows the remote connected as the new user; the daemon itself goes back to the old
+   wait until /varz shows the remote connected as the new user and in the bundle's JetStream domain (a
+   reload applies a new domain, edged/server.py); the daemon itself goes back to the old
    creds if the hub refuses the new ones, and provision then puts the old files back.
 Exit status: 0 installed (and applied, when edged runs), 1 refused or failed (the old bundle stays).
 """
@@ -287,8 +288,9 @@ def _remote_state(varz: dict[str, Any], creds_path: str) -> dict[str, Any] | Non
     return None
 
 
-def wait_applied(port: int, creds_path: str, user: str, timeout: float) -> str:
-    """"" once the daemon's remote is connected as `user`; else what /varz says is wrong."""
+def wait_applied(port: int, creds_path: str, user: str, timeout: float, domain: str | None = None) -> str:
+    """"" once the daemon's remote is connected as `user` (and, given a `domain`, advertises it to the hub);
+    else what /varz says is wrong."""
     deadline = time.monotonic() + timeout
     last = "the daemon's /varz shows no leafnode remote with the new creds file"
     while time.monotonic() < deadline:
@@ -299,11 +301,13 @@ def wait_applied(port: int, creds_path: str, user: str, timeout: float) -> str:
             r = None
         if r is not None:
             c = r["creds"]
-            if c.get("user") == user and r.get("connected") and not c.get("trying_new"):
+            on_domain = domain is None or r.get("js_domain", "") == domain
+            if c.get("user") == user and r.get("connected") and not c.get("trying_new") and on_domain:
                 return ""
             if c.get("problem") and c.get("user") != user:
                 return c["problem"]
             last = (f"the remote is {'connected' if r.get('connected') else 'not connected'} as user {c.get('user')}"
+                    + ("" if on_domain else f" with JetStream domain {r.get('js_domain', '')!r}")
                     + (f": {r.get('last_error')}" if r.get("last_error") else ""))
         time.sleep(0.2)
     return f"the link did not come up with the new creds within {timeout:.0f}s: {last}"
@@ -406,26 +410,16 @@ def _apply(ns: argparse.Namespace, b: Bundle, lay: Layout, opts: Any, say: Any) 
         say("edged provision: edged is not running (no live pid): the bundle is used when it starts")
         return
     port = ns.http_port or opts.http_port
-    before = None
-    if port:
-        try:
-            before = _varz(port)
-        except (OSError, ValueError):
-            before = None
-    running = ((before or {}).get("jetstream") or {}).get("config") or {}
-    if before is not None and opts.jetstream.enabled and running.get("domain", "") != b.domain:
-        # the domain is in every stream's API subjects: the running edged keeps its old setup untouched
-        say(f"edged provision: installed; the JetStream domain changes from {running.get('domain', '')!r} to "
-            f"{b.domain!r}, which needs a restart of edged to apply (systemctl restart edged)")
-        return
     os.kill(pid, signal.SIGHUP)
     if not port:
         say("edged provision: edged reloaded (no monitoring port to watch the link: see its log)")
         return
-    why = wait_applied(port, lay.creds, b.user_key, ns.timeout)
+    # a new JetStream domain is applied by the reload too: the link is only up once it advertises it
+    why = wait_applied(port, lay.creds, b.user_key, ns.timeout, b.domain if opts.jetstream.enabled else None)
     if why:
         raise _Rollback(pid, f"the running edged did not take the bundle (old bundle restored): {why}")
-    say(f"edged provision: edged's leaf link is up as {b.user_key}")
+    say(f"edged provision: edged's leaf link is up as {b.user_key}"
+        + (f", JetStream domain {b.domain!r}" if opts.jetstream.enabled else ""))
 
 
 class _Rollback(ProvisionError):

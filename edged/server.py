@@ -468,17 +468,27 @@ class Server:
         for conn in list(self.clients.values()):
             conn.reauthorize()
         old.edged = new.edged
-        self._reload_leafnodes(new)
+        self._reload_leafnodes(new, self._reload_domain(new))
         self.reloads += 1
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
 
-    def _reload_leafnodes(self, new: Options) -> None:
-        """Leafnode remotes follow the file (new URLs or creds: a redial, not a restart); a JetStream
-        domain change does not (the domain is in every stream's API subjects): it waits for a restart."""
-        if new.jetstream.domain != self.opts.jetstream.domain:
-            log.warning("JetStream domain changed from %r to %r in the configuration: restart edged to apply it",
-                        self.opts.jetstream.domain, new.jetstream.domain)
+    def _reload_domain(self, new: Options) -> bool:
+        """Apply a changed JetStream domain now, so provisioning a device needs no restart (nats-server
+        refuses this reload). Returns whether it changed: the leafnode links then start over, so the
+        hub learns the new domain and the link's deny rules follow it."""
+        js = self.opts.jetstream
+        if new.jetstream.domain == js.domain:
+            return False
+        log.info("JetStream domain changed from %r to %r", js.domain, new.jetstream.domain)
+        js.domain = new.jetstream.domain
+        if self.jetstream is not None:
+            self.jetstream.set_domain(js.domain)
+        return True
+
+    def _reload_leafnodes(self, new: Options, domain_changed: bool = False) -> None:
+        """Leafnode remotes follow the file (new URLs or creds: a redial, not a restart); a new JetStream
+        domain redials every remote and drops the leafs edged is the hub of (they reconnect)."""
         lo = new.leafnodes
         if self.leafnodes is None:
             if lo is None or not lo.remotes:
@@ -493,7 +503,7 @@ class Server:
             return
         from edged.options import LeafNodeOpts
 
-        self.loop.create_task(self.leafnodes.reload(lo or LeafNodeOpts()))
+        self.loop.create_task(self.leafnodes.reload(lo or LeafNodeOpts(), redial=domain_changed))
 
 
 async def _run(opts: Options, build: Callable[[Options], Server]) -> int:

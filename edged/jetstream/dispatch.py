@@ -153,6 +153,13 @@ class Dispatcher:
         if domain:
             self._api_subs.append((acc, ic.subscribe(api_prefix(domain) + ">", self._on_api, passive=True)))
 
+    def set_domain(self, domain: str) -> None:
+        """Listen on the new domain's API prefix instead of the old one, in every account that has JetStream."""
+        accounts = list(dict.fromkeys(acc for acc, _ in self._api_subs))
+        self.unsubscribe()
+        for acc in accounts:
+            self.subscribe(acc)
+
     def unsubscribe(self) -> None:
         for acc, sub in self._api_subs:
             acc.internal.unsubscribe(sub)

@@ -74,6 +74,15 @@ class JetStream:
     async def stop(self) -> None:
         await lifecycle.stop(self)
 
+    def set_domain(self, domain: str) -> None:
+        """A reload changed the domain: the API answers on the new `$JS.<domain>.API.>` only, and replies,
+        advisories and monitoring name it; streams and their data stay as they are (the domain is not
+        part of what is stored)."""
+        self.domain = domain
+        self.config.domain = domain
+        self.pubacks.set_domain(domain)
+        self.dispatch.set_domain(domain)
+
     def signal_pull_consumers(self) -> int:
         """Before the clients are closed at shutdown: tell every waiting pull request (nats-server's
         signalPullConsumers). Returns how many were told."""

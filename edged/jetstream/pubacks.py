@@ -35,7 +35,8 @@ class PubAcks:
     def __init__(self, server: Server, space: Space, domain: str, sync_interval: Any) -> None:
         self.server = server
         self.space = space
-        self._domain_field = b',"domain":"%s"' % domain.encode() if domain else b""  # in PubAcks
+        self._domain_field = b""  # in PubAcks
+        self.set_domain(domain)
         self._batch_acks: dict[Any, list[tuple[JSAccount, str, str, int]]] = {}
         self._spin_ok = not isinstance(sync_interval, str)  # fsync=always commits on the writer thread
         self._last_ack_ns = 0
@@ -44,6 +45,9 @@ class PubAcks:
         self._spin_misses = 0
         self._spin_skip = 0
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in start()
+
+    def set_domain(self, domain: str) -> None:
+        self._domain_field = b',"domain":"%s"' % domain.encode() if domain else b""
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -355,10 +355,14 @@ class LeafNodeManager:
                 except Exception as e:  # a bad file is reported by the keeper; nothing here may stop the watch
                     log.error("Leafnode credentials check failed: %s", e)
 
-    async def reload(self, lo: LeafNodeOpts) -> None:
+    async def reload(self, lo: LeafNodeOpts, redial: bool = False) -> None:
         """SIGHUP: remotes whose settings changed are replaced (new URLs, creds file, TLS), new ones
         start, removed ones stop; the others re-read their creds file at once. The leafnode port and
-        its settings stay as they were started (a restart applies them)."""
+        its settings stay as they were started (a restart applies them). `redial` (a new JetStream
+        domain) replaces every remote and closes the accepted leafs, whose CONNECT / INFO carried it."""
+        if redial and self.acceptor is not None:
+            for c in self.acceptor.connections:
+                c.close("JetStream Domain Changed")
         self.creds_settings = CredsSettings.from_block(self.server.opts.edged)
         old = {lk.index: lk for lk in self.links}
         links: list[RemoteLink] = []
@@ -366,7 +370,7 @@ class LeafNodeManager:
             if r.disabled:
                 continue
             lk = old.pop(i, None)
-            if lk is not None and lk.remote == r:
+            if lk is not None and lk.remote == r and not redial:
                 links.append(lk)
                 lk.check_creds(force=True)
                 continue
@@ -415,8 +419,8 @@ class LeafNodeManager:
         }
 
     def varz(self) -> dict[str, Any]:
-        """The `leaf` block of /varz (nats-server LeafNodeOptsVarz); `connected` / `last_error` per remote
-        are edged additions so the link state is visible without /leafz."""
+        """The `leaf` block of /varz (nats-server LeafNodeOptsVarz); `connected` / `last_error` / `js_domain`
+        per remote are edged additions so the link state is visible without /leafz."""
         remotes = []
         for lk in self.links:
             r = lk.remote
@@ -428,6 +432,7 @@ class LeafNodeManager:
                 "deny": deny or None,
                 "connected": lk.is_connected,
                 "last_error": lk.last_error,
+                "js_domain": lk.domain,  # the domain this link advertises (a new one after a reload's redial)
             })
             if lk.creds is not None:
                 remotes[-1]["creds"] = lk.creds.status(self.creds_settings.expiry_warning_days)

@@ -405,11 +405,12 @@ def test_minted_creds_serve_a_nats_server_leaf_as_they_serve_edged(
     run(both_ways(f, hub, leaf))
 
 
-def test_the_package_layout_first_provisioning_and_a_new_domain_at_restart(
+def test_the_package_layout_first_provisioning_and_a_domain_move_without_a_restart(
         setup: tuple[Fleet, Hub], start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
     """A config laid out for provisioning (it includes provisioned.conf and takes its JetStream domain from
-    `$EDGED_DOMAIN`, empty until provisioned): provision leaves the main config as it is, says the new domain
-    needs a restart, and after the restart the link is up in the bundle's domain."""
+    `$EDGED_DOMAIN`, empty until provisioned): provision leaves the main config as it is and the bundle's domain
+    is live at once; moved to another domain by a second bundle, again without a restart: the hub reaches the
+    edge's JetStream through the new domain only, and the stream stored before keeps its messages."""
     f, hub = setup
     conf_dir = tmp_path / "etc"
     conf_dir.mkdir()
@@ -419,15 +420,58 @@ def test_the_package_layout_first_provisioning_and_a_new_domain_at_restart(
             f"jetstream {{ store_dir: {json.dumps(str(conf_dir / 'store'))}, domain: $EDGED_DOMAIN }}\n")
     (conf_dir / "edged.conf").write_text(main)
     edge = start_server("edged", ["-c", str(conf_dir / "edged.conf")], workdir=str(conf_dir))
+    pid = edge.proc.pid
+
+    async def fill() -> None:
+        nc = await nats.connect(edge.url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="TELEMETRY", subjects=["tele.>"])
+            for i in range(5):
+                await js.publish(f"tele.{i}", b"m%d" % i)
+        finally:
+            await nc.close()
+
+    run(fill())
     r = provision(conf_dir, f.device_bundle(hub, "dev1", str(tmp_path / "b")))
-    assert r.returncode == 0, r.stderr
-    assert "needs a restart" in r.stdout and "'dev1'" in r.stdout, r.stdout
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "restart" not in r.stdout and "JetStream domain 'dev1'" in r.stdout, r.stdout
     assert (conf_dir / "edged.conf").read_text() == main  # the main config (a conffile) is not edited
     assert 'EDGED_DOMAIN: "dev1"' in (conf_dir / "provisioned.conf").read_text()
-    edge.restart()
+    assert varz_remote(http)["js_domain"] == "dev1"
+    run(both_ways(f, hub, edge, domain="dev1"))
+    run(hub_sees_stream(f, hub, "dev1", gone="", messages=5))
+    # moved to another domain: a new bundle, again applied to the running process
+    r = provision(conf_dir, f.device_bundle(hub, "dev1", str(tmp_path / "b2"), "--domain", "site7"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "restart" not in r.stdout and "JetStream domain 'site7'" in r.stdout, r.stdout
+    rem = varz_remote(http)
+    assert rem["connected"] and rem["js_domain"] == "site7"
+    with urllib.request.urlopen(f"http://127.0.0.1:{http}/jsz", timeout=3) as resp:
+        assert json.loads(resp.read())["config"]["domain"] == "site7"
+    run(both_ways(f, hub, edge, domain="site7"))
+    run(hub_sees_stream(f, hub, "site7", gone="dev1", messages=5))
+    assert edge.proc.pid == pid and edge.proc.poll() is None
 
-    async def up() -> bool:
-        return bool(varz_remote(http)["connected"])
 
-    run(eventually(up, 15, "the link after the restart"))
-    run(both_ways(f, hub, edge))
+async def hub_sees_stream(f: Fleet, hub: Hub, domain: str, gone: str, messages: int) -> None:
+    """A hub client reads the edge's stream through `$JS.<domain>.API` (nats-py's domain option); the domain
+    the edge left (`gone`) has nobody answering any more."""
+    hc = await nats.connect(f"nats://127.0.0.1:{hub.port}", user_credentials=f.app_creds())
+    try:
+        js = hc.jetstream(domain=domain)
+
+        async def reachable() -> bool:
+            try:
+                return (await js.stream_info("TELEMETRY")).state.messages == messages
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                return False
+
+        await eventually(reachable, 10, f"the edge's stream through domain {domain!r}")
+        msg = await js.get_msg("TELEMETRY", 1)
+        assert msg.data == b"m0"
+        if gone:
+            with pytest.raises(nats.errors.NoRespondersError):
+                await hc.request(f"$JS.{gone}.API.STREAM.INFO.TELEMETRY", b"", timeout=3)
+    finally:
+        await hc.close()
