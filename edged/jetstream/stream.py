@@ -1179,20 +1179,7 @@ class Stream:
         st = self.store
         due: dict[int, None] = {}
         if self.max_age > 0:
-            cutoff = now_ns - self.max_age
-            seq = st.first_seq
-            while True:
-                batch = st.read_batch(seq, None, 256)
-                for m in batch:
-                    if m.ts > cutoff:
-                        break
-                    if not (m.hdr and _never_expires(m.hdr)):
-                        due[m.seq] = None
-                else:
-                    if len(batch) == 256:
-                        seq = batch[-1].seq + 1
-                        continue
-                break
+            due.update(dict.fromkeys(self._aged(now_ns - self.max_age)))
         for meta in st.expiring(now_ns):
             due[meta.seq] = None
         removed: list[int] = []
@@ -1217,24 +1204,27 @@ class Stream:
     def _expire_age_keeping_never(self, cutoff: int) -> list[int]:
         """max_age on a stream with per-message TTLs: a message published with `Nats-TTL: never` outlives
         max_age (nats-server skips it and goes on with the next ones). Returns what was removed."""
+        doomed = self._aged(cutoff)
+        for s in doomed:
+            self.store.delete(s)
+        return doomed
+
+    def _aged(self, cutoff: int) -> list[int]:
+        """What max_age takes at `cutoff`, oldest first up to the first younger message, passing over one
+        published with `Nats-TTL: never`."""
         st = self.store
-        doomed: list[int] = []
+        out: list[int] = []
         seq = st.first_seq
         while True:
             batch = st.read_batch(seq, None, 256)
             for m in batch:
                 if m.ts > cutoff:
-                    break
+                    return out
                 if not (m.hdr and _never_expires(m.hdr)):
-                    doomed.append(m.seq)
-            else:
-                if len(batch) == 256:
-                    seq = batch[-1].seq + 1
-                    continue
-            break
-        for s in doomed:
-            st.delete(s)
-        return doomed
+                    out.append(m.seq)
+            if len(batch) < 256:
+                return out
+            seq = batch[-1].seq + 1
 
     def rebuild_dedupe(self) -> None:
         """After a restart: message ids published inside the duplicate window are still duplicates."""
