@@ -285,3 +285,54 @@ async def publish_in_flight(js: Any, subj: str, n: int, size: int, window: int) 
         tasks.append(asyncio.ensure_future(one()))
     await asyncio.gather(*tasks)
     return errors
+
+
+async def raw_connection(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A bare NATS connection (headers on) subscribed to `_R.*`, the reply subjects raw frames use."""
+    host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
+    r, w = await asyncio.open_connection(host, int(port))
+    await r.readline()
+    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _R.* 1\r\nPING\r\n')
+    while not (await r.readline()).startswith(b"PONG"):
+        pass
+    return r, w
+
+
+async def send_counting_acks(r: asyncio.StreamReader, w: asyncio.StreamWriter, frames: Sequence[bytes],
+                             acks_per_frame: int, window: int) -> float:
+    """Write `frames` (each answered by `acks_per_frame` PubAcks) keeping at most `window` acks outstanding.
+    The PubAcks are counted, not decoded, so the client costs about a microsecond per message; an error
+    reply fails the run. Returns the seconds taken; closes the writer."""
+    total = len(frames) * acks_per_frame
+    acked = errors = 0
+    more = asyncio.Event()
+
+    async def reader() -> None:
+        nonlocal acked, errors
+        tail = b""
+        while acked < total:
+            d = await r.read(1 << 18)
+            if not d:
+                raise RuntimeError("connection closed")
+            d = tail + d
+            cut = d.rfind(b"\n") + 1  # whole lines only: a marker is never split between reads
+            tail = d[cut:]
+            acked += d.count(b'"seq":', 0, cut)
+            errors += d.count(b'"error"', 0, cut)
+            more.set()
+
+    t0 = time.perf_counter()
+    task = asyncio.ensure_future(reader())
+    sent = 0
+    for f in frames:
+        while sent - acked >= window and not task.done():
+            more.clear()
+            await more.wait()
+        w.write(f)
+        sent += acks_per_frame
+    await task
+    dt = time.perf_counter() - t0
+    w.close()
+    if errors:
+        raise RuntimeError(f"{errors} publishes failed")
+    return dt

@@ -6,10 +6,8 @@ its own reply. msg/s and server CPU µs per message (edged: the event loop and t
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import nats
@@ -17,7 +15,7 @@ import nats
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import KINDS, Report  # noqa: E402
+from bench.harness import KINDS, Report, raw_connection, send_counting_acks  # noqa: E402
 from bench.js_publish import _loop_run, _measure  # noqa: E402
 
 BATCH = 100
@@ -32,46 +30,10 @@ async def _raw(url: str, stream_cfg: str, frames: list[bytes], acks_per_frame: i
     r = await nc.request(f"$JS.API.STREAM.CREATE.{name}", stream_cfg.encode(), timeout=10)
     if b'"error"' in r.data:
         raise RuntimeError(r.data.decode())
-    host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
-    rd, w = await asyncio.open_connection(host, int(port))
-    await rd.readline()
-    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _R.* 1\r\nPING\r\n')
-    while not (await rd.readline()).startswith(b"PONG"):
-        pass
-    total_acks = len(frames) * acks_per_frame
-    acked = errors = 0
-    more = asyncio.Event()
-
-    async def reader() -> None:
-        nonlocal acked, errors
-        tail = b""
-        while acked < total_acks:
-            d = await rd.read(1 << 18)
-            if not d:
-                raise RuntimeError("connection closed")
-            d = tail + d
-            cut = d.rfind(b"\n") + 1
-            tail = d[cut:]
-            acked += d.count(b'"seq":', 0, cut)
-            errors += d.count(b'"error"', 0, cut)
-            more.set()
-
-    t0 = time.perf_counter()
-    task = asyncio.ensure_future(reader())
-    sent = 0
-    for f in frames:
-        while sent - acked >= window and not task.done():
-            more.clear()
-            await more.wait()
-        w.write(f)
-        sent += acks_per_frame
-    await task
-    dt = time.perf_counter() - t0
-    w.close()
+    rd, w = await raw_connection(url)
+    dt = await send_counting_acks(rd, w, frames, acks_per_frame, window)
     await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=30)
     await nc.close()
-    if errors:
-        raise RuntimeError(f"{errors} publishes failed")
     return dt
 
 

@@ -27,7 +27,15 @@ if __package__ in (None, ""):  # run as `python bench/js_publish.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.core import CTX, START_TIMEOUT, Procs, _wait_event  # noqa: E402
-from bench.harness import KINDS, Report, Server, interleaved, publish_in_flight  # noqa: E402
+from bench.harness import (  # noqa: E402
+    KINDS,
+    Report,
+    Server,
+    interleaved,
+    publish_in_flight,
+    raw_connection,
+    send_counting_acks,
+)
 
 FLEET = 4  # publisher processes of the fleet row
 
@@ -74,51 +82,16 @@ async def _raw_in_flight(url: str, n: int, size: int, window: int, stream: str) 
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
     await js.add_stream(name=stream, subjects=[stream.lower()])
-    host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
-    r, w = await asyncio.open_connection(host, int(port))
-    await r.readline()
-    w.write(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _R.* 1\r\nPING\r\n')
-    while not (await r.readline()).startswith(b"PONG"):
-        pass
+    r, w = await raw_connection(url)
     chunk = 100
     subj = stream.lower().encode()
     payload = b"x" * size
     chunks = [b"".join(b"PUB %s _R.%d %d\r\n%s\r\n" % (subj, c * chunk + i, size, payload) for i in range(chunk))
               for c in range(n // chunk)]
-    acked = errors = 0
-    more = asyncio.Event()
-
-    async def reader() -> None:
-        nonlocal acked, errors
-        tail = b""
-        while acked < len(chunks) * chunk:
-            d = await r.read(1 << 18)
-            if not d:
-                raise RuntimeError("connection closed")
-            d = tail + d
-            cut = d.rfind(b"\n") + 1  # whole lines only: a marker is never split between reads
-            tail = d[cut:]
-            acked += d.count(b'"seq":', 0, cut)
-            errors += d.count(b'"error"', 0, cut)
-            more.set()
-
-    t0 = time.perf_counter()
-    task = asyncio.ensure_future(reader())
-    sent = 0
-    for data in chunks:
-        while sent - acked >= window and not task.done():
-            more.clear()
-            await more.wait()
-        w.write(data)
-        sent += chunk
-    await task
-    dt = time.perf_counter() - t0
-    w.close()
+    dt = await send_counting_acks(r, w, chunks, chunk, window)
     await js.delete_stream(stream)
     await nc.close()
-    if errors:
-        raise RuntimeError(f"{errors} publishes failed")
-    return sent / dt
+    return len(chunks) * chunk / dt
 
 
 def _fleet_member(url: str, subj: str, n: int, size: int, window: int, go: Any, out: Any, ready: Any) -> None:

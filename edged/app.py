@@ -1,7 +1,7 @@
 """The composition root: builds the server and plugs in what lives outside its core.
 
 `edged.server.Server` knows its own parts (the NATS client port, JetStream, leafnode remotes). Front
-doors that live in `bridges/` (MQTT, WebSocket: issue 20) are registered here, each by a function that
+doors that live in `bridges/` (MQTT, WebSocket, the upstream MQTT bridge) are registered here, each by a function that
 takes the server and calls `Server.add_listener` (and `Server.services.append` for anything with a
 start/stop), so `edged.server` never imports `bridges`. The CLI runs `serve(opts, build)`.
 """
