@@ -287,12 +287,12 @@ async def publish_in_flight(js: Any, subj: str, n: int, size: int, window: int) 
     return errors
 
 
-async def raw_connection(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A bare NATS connection (headers on) subscribed to `_R.*`, the reply subjects raw frames use."""
+async def raw_connection(url: str, sub: str = "_R.*") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A bare NATS connection (headers on) subscribed to `sub`, the reply subjects its raw frames use."""
     host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
     r, w = await asyncio.open_connection(host, int(port))
     await r.readline()
-    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _R.* 1\r\nPING\r\n')
+    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB %s 1\r\nPING\r\n' % sub.encode())
     while not (await r.readline()).startswith(b"PONG"):
         pass
     return r, w

@@ -18,7 +18,7 @@ import nats
 if __package__ in (None, ""):  # run as `python bench/js_fast_batch.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import KINDS, Report, Server, interleaved  # noqa: E402
+from bench.harness import KINDS, Report, Server, interleaved, raw_connection  # noqa: E402
 
 FLOW = 500  # the most messages between flow acks the publisher allows (the server's own maximum)
 
@@ -29,12 +29,7 @@ async def fast_batch(url: str, n: int, size: int, stream: str = "BFAST", bid: st
     js = nc.jetstream(timeout=30)
     await nc.request(f"$JS.API.STREAM.CREATE.{stream}", json.dumps(
         {"name": stream, "subjects": [stream.lower()], "allow_batched": True}).encode(), timeout=10)
-    host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
-    r, w = await asyncio.open_connection(host, int(port))
-    await r.readline()
-    w.write(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _FB.> 1\r\nPING\r\n')
-    while not (await r.readline()).startswith(b"PONG"):
-        pass
+    r, w = await raw_connection(url, "_FB.>")
     subj, payload = stream.lower().encode(), b"x" * size
     acked, window, done = 0, 1, asyncio.Event()
     more = asyncio.Event()

@@ -23,7 +23,6 @@ from edged import API_LEVEL, SERVER_VERSION
 from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.auth import AuthError, AuthResult, check_password, decode_sig
 from edged.connection import Connection
-from edged.goformat import rtt_text
 from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_prefix, domain_subjects, hub_out_deny
 from edged.leafnode.codec import (
     LDS_PREFIX,
@@ -406,22 +405,6 @@ class AcceptedLeafConnection(LeafConnection):
         if self.connected:
             log.info("%s:%d - lid:%d - Leafnode connection closed: %s (account %s)", self.host, self.port, self.cid,
                      self.close_reason, self.account.name)
-
-    def leaf_info(self, subs: bool = False) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "id": self.cid,
-            "name": self.remote_name,
-            "is_spoke": self.is_spoke,
-            "account": self.account.name if self.account is not None else "",
-            "ip": self.host,
-            "port": self.port,
-            "rtt": rtt_text(self.rtt),
-            **self.stats(),
-            "compression": "off",
-        }
-        if subs:
-            d["subscriptions_list"] = [s.subject for s in self.subs.values()]
-        return d
 
 
 LOCAL_ONLY_PREFIXES_STR = tuple(p.decode() for p in LOCAL_ONLY_PREFIXES)

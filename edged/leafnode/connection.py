@@ -859,8 +859,8 @@ class LeafConnection(Connection):
         d: dict[str, Any] = {
             "id": self.cid,
             "name": self.remote_name,
-            "is_spoke": True,
-            "account": self.account.name,
+            "is_spoke": self.is_spoke,
+            "account": self.account.name if self.account is not None else "",
             "ip": self.host,
             "port": self.port,
             "rtt": rtt_text(self.rtt),
