@@ -542,8 +542,23 @@ class SQLiteStream(Stream):
             front.clear()
         store = self._store
         store._later.append((self._base + seq,))
-        if store._later_timer is None and store._loop is not None:
-            store._later_timer = store._loop.call_later(LATER_DELAY, store._later_due)
+        store._later_soon()
+        self._pend.pop(seq, None)
+        self._gone.add(seq)
+
+    def _drop_acked(self, seq: int) -> None:
+        """An acked message of an interest or workqueue stream: its row goes with the next commit, whatever
+        it is (a publish's, most often, whose pages it shares: it was stored just before), or on its own
+        within LATER_DELAY; the acks of a run cost no commit of their own. The last message's removal
+        writes the stream row in that commit too (see _load_state)."""
+        front = self._front
+        if front and front[0] <= seq <= front[-1]:
+            front.clear()
+        store = self._store
+        store._ride.append((self._base + seq,))
+        if seq >= self.last_seq:
+            store._later_meta[self._sid] = self
+        store._later_soon()
         self._pend.pop(seq, None)
         self._gone.add(seq)
 
@@ -575,6 +590,17 @@ class SQLiteStream(Stream):
             b = self._store._batch()
             b.touched[self._sid] = self
             b.meta_needed.add(self._sid)
+
+    def _persist_meta_later(self) -> None:
+        if self.msgs == 0:
+            self._store._later_meta[self._sid] = self
+            self._store._later_soon()
+
+    def update_consumer_state_later(self, name: str, state: Callable[[], bytes | None]) -> None:
+        """Asked for as the commit that takes the held-back removals starts (see `SQLiteStore._later`)."""
+        store = self._store
+        store._later_cons[(self._sid, name)] = (self, name, state)
+        store._later_soon()
 
     def _persist_skip(self) -> None:
         b = self._store._batch()
@@ -716,6 +742,12 @@ class SQLiteStore(Store):
         # before that leaves those rows behind: still over the stream's limits, and removed again when
         # the stream is restored.
         self._later: list[tuple[int]] = []
+        # ... with the stream rows those removals need (the last message removed, the stream emptied), and
+        # consumers' states that nobody waits on (deliveries, plain acks): asked for once, as that commit
+        # starts, however often they changed meanwhile
+        self._later_meta: dict[int, SQLiteStream] = {}
+        self._ride: list[tuple[int]] = []  # acked messages' rows (`_drop_acked`): taken by any commit
+        self._later_cons: dict[tuple[int, str], tuple[SQLiteStream, str, Callable[[], bytes | None]]] = {}
         self._later_timer: asyncio.TimerHandle | None = None  # commits them when no other commit takes them
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -887,16 +919,18 @@ class SQLiteStore(Store):
         if self._inflight is not None or b is None:
             return
         self._open = None
-        # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
-        b.metas = [(0 if st.pristine else st.first_seq, st.last_seq, st.last_ts, sid)
-                   for sid, st in b.touched.items() if not st._dead]
-        self._inflight = b
-        assert self._loop is not None and self._exec is not None
         inline = (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS
                   and not b.drops and not b.ranges and not b.creates)
         if self._later and not (inline and b.inserts):
             # held back only from a small commit that publishers wait on; anything else takes them along
             self._take_later(b)
+        if self._ride or self._later_meta or self._later_cons:
+            self._take_ride(b)
+        # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
+        b.metas = [(0 if st.pristine else st.first_seq, st.last_seq, st.last_ts, sid)
+                   for sid, st in b.touched.items() if not st._dead]
+        self._inflight = b
+        assert self._loop is not None and self._exec is not None
         if inline:
             # A small batch without fsync costs less written here than the two thread hops of the
             # worker: this is what keeps a publisher that awaits each ack fast. fsync=always batches,
@@ -911,15 +945,46 @@ class SQLiteStore(Store):
         f = self._loop.run_in_executor(self._exec, self._write, b)
         f.add_done_callback(self._done)
 
+    def _later_soon(self) -> None:
+        """Something was held back: committed within LATER_DELAY if no other commit takes it first."""
+        if self._later_timer is None and self._loop is not None:
+            self._later_timer = self._loop.call_later(LATER_DELAY, self._later_due)
+
     def _later_due(self) -> None:
         self._later_timer = None
-        if self._later and not self._closed:
-            self._take_later(self._batch())
+        if (self._later or self._ride or self._later_meta or self._later_cons) and not self._closed:
+            b = self._batch()
+            self._take_later(b)
+            self._take_ride(b)
 
     def _take_later(self, b: _Batch) -> None:
         """The removals held back from an earlier commit (`_drop_later`) go into `b`."""
         b.deletes += self._later
         self._later = []
+
+    def _take_ride(self, b: _Batch) -> None:
+        """What rides with the next commit (`_drop_acked`, `update_consumer_state_later`) goes into `b`."""
+        # the states first: asking for one may settle queued acks, which remove more messages
+        if self._later_cons:
+            cons = self._later_cons
+            self._later_cons = {}
+            for key, (st, name, state) in cons.items():
+                cfg = st.consumers.get(name)
+                if st._dead or cfg is None:
+                    continue
+                blob = state()
+                if blob is not None:
+                    st.consumers[name] = (cfg[0], blob)
+                    b.consumers[key] = (cfg[0], blob)
+        if self._ride:
+            b.deletes += self._ride
+            self._ride = []
+        if self._later_meta:
+            for sid, st in self._later_meta.items():
+                if not st._dead:
+                    b.touched[sid] = st
+                    b.meta_needed.add(sid)
+            self._later_meta = {}
 
     def _write(self, b: _Batch) -> None:
         c = self._wconn
@@ -1041,6 +1106,8 @@ class SQLiteStore(Store):
         (their sequences were assigned on top of the failed ones), then reload state from disk."""
         failed = [b]
         self._later = []  # the reload below brings back whatever those removals were about
+        self._ride = []
+        self._later_meta = {}
         if self._open is not None:
             failed.append(self._open)
             self._open = None
@@ -1178,8 +1245,11 @@ class SQLiteStore(Store):
     async def flush(self) -> None:
         """Wait until everything queued so far is committed, the held-back removals too."""
         while True:
-            if self._later and self._inflight is None and not self._closed:
-                self._take_later(self._batch())
+            if (self._later or self._ride or self._later_meta or self._later_cons) and self._inflight is None \
+                    and not self._closed:
+                b = self._batch()
+                self._take_later(b)
+                self._take_ride(b)
             b = self._open or self._inflight
             if b is None:
                 return

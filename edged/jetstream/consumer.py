@@ -346,11 +346,27 @@ class Consumer:
                      "p": self.pending, "r": self.rdc})
 
     def _save(self) -> None:
+        """The state changed (deliveries, plain acks, removals): written with a later commit, encoded once
+        however often it changed by then (`update_consumer_state_later`). What waits for the state on
+        disk (a synchronous ack, a reset, a stop) writes it at once (`_flush_state`)."""
         if not self.persist or self.closed:
             return
         if not self._dirty:
             self._dirty = True
-            self.loop.call_soon(self._flush_state)
+            try:
+                self.stream.store.update_consumer_state_later(self.name, self._later_state)
+            except Exception:
+                pass
+
+    def _later_state(self) -> bytes | None:
+        if self.closed:
+            return None
+        if self._ackq:
+            self._drain_acks()
+        if not self._dirty:
+            return None  # written since (_flush_state)
+        self._dirty = False
+        return self.state_bytes()
 
     def _flush_state(self) -> None:
         self._dirty = False
@@ -843,7 +859,7 @@ class Consumer:
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
         """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it
         goes once no other consumer wants it (nats-server does this as it delivers)."""
-        self.stream.ack_msgs([m.seq for m in self.stream.store.metas(lo, hi, self.flt)], self)
+        self.stream.ack_msgs([m.seq for m in self.stream.store.metas(lo, hi, self.flt)], self, True)
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -1458,7 +1474,7 @@ class Consumer:
                 if not self._dirty:
                     self._save()
                 if self.stream.retention != "limits":
-                    self.stream.ack_msgs(acked, self)
+                    self.stream.ack_msgs(acked, self, True)
         self.last_active = self.last_ack = time.time_ns()
         # held back at the limit before these acks, and they freed a slot (one or many)
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending

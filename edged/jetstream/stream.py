@@ -1051,11 +1051,12 @@ class Stream:
         if self.retention != "limits":
             self.ack_msgs([seq])
 
-    def ack_msgs(self, seqs: list[int], by: Any = None) -> None:
+    def ack_msgs(self, seqs: list[int], by: Any = None, later: bool = False) -> None:
         """`ack_msg` for a run of acks (of consumer `by`, which has acked them all). A message's subject
         is read only when another consumer has not acked it, and the removals are one store call. A
         message removed here was acked by every consumer that takes it, so none holds it pending or
-        read ahead: they are not told (notify_removed), which keeps their read-ahead."""
+        read ahead: they are not told (notify_removed), which keeps their read-ahead. `later`: acks
+        nobody waits on (plain ones): the removals ride with the store's next commit."""
         if self.retention == "limits" or not seqs:
             return
         st = self.store
@@ -1078,7 +1079,7 @@ class Stream:
                     else:
                         keep.append(seq)
                 seqs = keep
-        st.delete_many(seqs)
+        st.delete_many(seqs, later)
 
     def enforce_limits(self, max_age: bool = True) -> int:
         """Bring the stored messages within the configured limits (after an update lowered them, or on
