@@ -183,7 +183,7 @@ def parse_sync_interval(v: float | str) -> float | None:
 
 
 LATER_DELAY = 0.002  # seconds the removals held back from publishers' commits gather before their own commit
-INLINE_MAX_ROWS = 16  # batches up to this size commit on the loop thread when not fsyncing
+INLINE_MAX_ROWS = 32  # batches up to this size commit on the loop thread when not fsyncing (paho: 20 in flight)
 
 
 class _Batch:
@@ -734,6 +734,8 @@ class SQLiteStore(Store):
         # Called with each batch's future as it commits, before the future resolves: a publisher's
         # PubAck goes out from there (no done-callback turn of the loop between commit and ack).
         self.on_commit: Callable[[asyncio.Future[None]], None] | None = None
+        # ... and after it, the same for other services (the MQTT PUBACKs of the batch)
+        self.commit_listeners: list[Callable[[asyncio.Future[None]], None]] = []
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
@@ -1047,6 +1049,8 @@ class SQLiteStore(Store):
             self._dirty = True
             if self.on_commit is not None:
                 self.on_commit(b.fut)  # the PubAcks first; the overlays still answer reads meanwhile
+            for listener in self.commit_listeners:
+                listener(b.fut)
             self._settle(b)
             if not b.fut.done():
                 b.fut.set_result(None)

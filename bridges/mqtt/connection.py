@@ -273,14 +273,18 @@ class MQTTConnection(Connection):
             # the PUBLISHes of one read share one commit: one callback sends all their PUBACKs
             if done is not self._acks_on:
                 self._acks_on = done
-                done.add_done_callback(self._acks_ready)  # type: ignore[attr-defined]
+                self.service.after_commit(done, self)
         else:
             self.server.loop.call_soon(self._acks_ready, None)
 
-    def _acks_ready(self, _f: Any) -> None:
+    def _acks_ready(self, f: Any) -> None:
+        """Replies whose commit is done go out, in order; `f` is a commit just made (its future resolves
+        right after)."""
+        if f is not None and f.done():  # the future's callback (a commit that failed, or a store that tells none)
+            self.service._commit_waiters.pop(f, None)
         q = self._acks
         sent = False
-        while q and (q[0][0] is None or _is_done(q[0][0])):
+        while q and (q[0][0] is None or q[0][0] is f or _is_done(q[0][0])):
             _, data = q.popleft()
             self.send_raw(data)
             sent = True

@@ -429,13 +429,19 @@ class Consumer:
 
     # ------------------------------------------------------------------ events from the stream
 
-    def on_msg(self, seq: int, subject: str) -> None:
+    def on_msg(self, seq: int, subject: str, row: tuple[Any, ...] | None = None) -> None:
+        """A message was stored; `row` is it as `read_rows` gives it (seq, subject, hdr, data, ts), when the
+        stream has it at hand."""
         if self.closed:
             return
         if self.filters and not self._matches(subject):
             return  # as nats-server, which wakes only the consumers whose filter takes the message
         if self._np is not None and seq > self.sseq:
             self._np += 1
+        if row is not None and not self._buf and self._lps is None and max(self.sseq, self._eof_at) == seq - 1:
+            # it comes right after what this consumer has been through (delivered, or found not its own):
+            # it is its whole read-ahead, with no read of the store
+            self._buf.append(row)
         self.kick()
 
     def on_removed(self, first_seq: int, seqs: Any = ()) -> None:

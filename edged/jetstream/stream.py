@@ -766,8 +766,11 @@ class Stream:
         if rollup:  # the consumers are told even when nothing went, as nats-server tells them
             target = subject if rollup == "sub" else None
             self.purged(target, self.purge_store(target, keep=1)[1])
-        for c in self.consumers.values():
-            c.on_msg(seq, subject)
+        if self.consumers:
+            # the message as a consumer's read-ahead holds it: one caught up takes it from here, not read back
+            row = None if removed or rollup else (seq, subject, hdr, payload, ts)
+            for c in self.consumers.values():
+                c.on_msg(seq, subject, row)
         if self.scheduler is not None:
             self.scheduler.stored(seq, subject, hdr, ts)
         if self.republish is not None:
