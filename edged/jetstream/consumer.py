@@ -257,6 +257,7 @@ class Consumer:
         self.backoff = c.get("backoff") or []
         self.filters = c.get("filter_subjects") or ([c["filter_subject"]] if c.get("filter_subject") else [])
         self.flt: Any = self.filters[0] if len(self.filters) == 1 else (list(self.filters) or None)
+        self._one_filter: str | None = self.filters[0] if len(self.filters) == 1 else None
         self.max_ack_pending = c.get("max_ack_pending") or 0
         self.max_waiting = c.get("max_waiting") or 0
         self.headers_only = bool(c.get("headers_only"))
@@ -289,6 +290,9 @@ class Consumer:
         self.paused_until = parse_rfc3339(pu) if pu else 0
 
     def _matches(self, subject: str) -> bool:
+        f = self._one_filter
+        if f is not None:  # the usual case, without a generator per message
+            return subject_matches(f, subject)
         if not self.filters:
             return True
         return any(subject_matches(f, subject) for f in self.filters)
@@ -438,10 +442,12 @@ class Consumer:
             return  # as nats-server, which wakes only the consumers whose filter takes the message
         if self._np is not None and seq > self.sseq:
             self._np += 1
-        if row is not None and not self._buf and self._lps is None and max(self.sseq, self._eof_at) == seq - 1:
-            # it comes right after what this consumer has been through (delivered, or found not its own):
-            # it is its whole read-ahead, with no read of the store
-            self._buf.append(row)
+        if row is not None and self._lps is None:
+            buf = self._buf
+            if (buf[-1][0] == seq - 1 and len(buf) < READ_AHEAD_MAX) if buf else max(self.sseq, self._eof_at) == seq - 1:
+                # it comes right after what this consumer has been through (delivered, found not its own, or
+                # read ahead): it joins the read-ahead with no read of the store
+                buf.append(row)
         self.kick()
 
     def on_removed(self, first_seq: int, seqs: Any = ()) -> None:
