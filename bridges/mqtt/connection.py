@@ -27,6 +27,7 @@ from bridges.mqtt.codec import (
     MQTTProtocolError,
     encode,
     encode_properties,
+    encode_puback,
     encode_publish,
 )
 from bridges.mqtt.jsapi import JSApiFailure
@@ -543,7 +544,7 @@ class MQTTConnection(Connection):
             rdone = self.server.loop.create_task(self.macc.retained.put(retained))
             done = rdone if done is None else _both(done, rdone)
         if p.qos == 1:
-            self._send_ordered(done, encode(PubAck(p.packet_id), self.level))
+            self._send_ordered(done, encode_puback(p.packet_id))
         return None
 
     async def _store_qos2(self, pi: int, subject: str, reply: str, hdr: bytes, payload: bytes,

@@ -433,13 +433,13 @@ class Consumer:
 
     # ------------------------------------------------------------------ events from the stream
 
-    def on_msg(self, seq: int, subject: str, row: tuple[Any, ...] | None = None) -> None:
+    def on_msg(self, seq: int, subject: str, row: tuple[Any, ...] | None = None) -> bool:
         """A message was stored; `row` is it as `read_rows` gives it (seq, subject, hdr, data, ts), when the
-        stream has it at hand."""
-        if self.closed:
-            return
+        stream has it at hand. Returns whether the filter takes it."""
         if self.filters and not self._matches(subject):
-            return  # as nats-server, which wakes only the consumers whose filter takes the message
+            return False  # as nats-server, which wakes only the consumers whose filter takes the message
+        if self.closed:
+            return True
         if self._np is not None and seq > self.sseq:
             self._np += 1
         if row is not None and self._lps is None:
@@ -449,6 +449,7 @@ class Consumer:
                 # read ahead): it joins the read-ahead with no read of the store
                 buf.append(row)
         self.kick()
+        return True
 
     def on_removed(self, first_seq: int, seqs: Any = ()) -> None:
         """See Stream.notify_removed: removals other than a purge leave the position alone and settle the

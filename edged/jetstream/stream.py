@@ -766,16 +766,18 @@ class Stream:
         if rollup:  # the consumers are told even when nothing went, as nats-server tells them
             target = subject if rollup == "sub" else None
             self.purged(target, self.purge_store(target, keep=1)[1])
+        wanted = False  # by a consumer's filter (interest retention keeps only such messages)
         if self.consumers:
             # the message as a consumer's read-ahead holds it: one caught up takes it from here, not read back
             row = None if removed or rollup else (seq, subject, hdr, payload, ts)
             for c in self.consumers.values():
-                c.on_msg(seq, subject, row)
+                if c.on_msg(seq, subject, row):
+                    wanted = True
         if self.scheduler is not None:
             self.scheduler.stored(seq, subject, hdr, ts)
         if self.republish is not None:
             self._republish(subject, seq, ts, hdr, payload)
-        if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
+        if self.retention == "interest" and not wanted:
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
             if self.async_persist:  # persist_mode async: acknowledged before the commit (README)
