@@ -118,6 +118,8 @@ class Stream(ABC):
         # counts how often state was rebuilt from disk (after a failed commit): whatever a caller keeps
         # about this stream's messages (a KV bucket's last sequence per key) is stale once it changes
         self.epoch = 0
+        # remember what was stored lately for `recent_meta` (set by the owner: an interest or workqueue stream)
+        self.track_recent = False
         self.last_ts = 0
         self.msgs = 0
         self.bytes = 0
@@ -380,6 +382,21 @@ class Stream(ABC):
         if not seqs:
             return []
         seqs = sorted(set(seqs))
+        known: list[Meta] = []
+        if later and self.track_recent:
+            # messages stored lately are known without a read (`recent_meta`)
+            recent = self.recent_meta
+            rest = []
+            for seq in seqs:
+                m = recent(seq)
+                if m is None:
+                    rest.append(seq)
+                else:
+                    known.append(m)
+            if not rest:
+                self._remove_metas(known, False, later)
+                return known
+            seqs = rest
         lo, hi = seqs[0], seqs[-1]
         if len(seqs) > 4 and hi - lo < 4 * len(seqs) + 64:
             want = set(seqs)
@@ -387,8 +404,16 @@ class Stream(ABC):
         else:
             metas = [Meta(m.seq, m.subject, self.msg_size(m.subject, m.hdr, m.data), m.ts)
                      for m in map(self.load, seqs) if m is not None]
+        if known:
+            metas = sorted(known + metas)
         self._remove_metas(metas, False, later)
         return metas
+
+    def recent_meta(self, seq: int) -> Meta | None:
+        """A live message's Meta known without a read (a backend may remember what it stored lately, when
+        `track_recent` is set: an interest or workqueue stream, whose messages are removed soon after); its
+        `ts` may be 0. None: not known."""
+        return None
 
     def delete_known(self, seq: int, subject: str, size: int) -> None:
         """Remove a message the caller knows is live, with its subject and stored size (`msg_size`):

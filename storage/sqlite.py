@@ -133,6 +133,7 @@ _STREAM_META = "UPDATE streams SET first_seq = ?, last_seq = ?, last_ts = ? WHER
 _STREAM_CONFIG = "UPDATE streams SET config = ? WHERE id = ?"
 _CONSUMER_PUT = "INSERT OR REPLACE INTO consumers(stream, name, config, state) VALUES (?,?,?,?)"
 _CONSUMER_DEL = "DELETE FROM consumers WHERE stream = ? AND name = ?"
+_CONSUMER_STATE = "UPDATE consumers SET state = ? WHERE stream = ? AND name = ?"
 
 _FULL = "rowid, subject, hdr, data, ts, ttl"
 # read_batch's query: the sequence is computed by SQLite, so each row is a StoredMsg as it comes;
@@ -183,6 +184,7 @@ def parse_sync_interval(v: float | str) -> float | None:
 
 
 LATER_DELAY = 0.002  # seconds the removals held back from publishers' commits gather before their own commit
+RECENT_MAX = 8192  # messages a stream with track_recent remembers (see SQLiteStream._recent)
 INLINE_MAX_ROWS = 32  # batches up to this size commit on the loop thread when not fsyncing (paho: 20 in flight)
 
 
@@ -198,6 +200,7 @@ class _Batch:
         "drops",
         "configs",
         "consumers",
+        "states",
         "touched",
         "metas",
         "meta_needed",
@@ -212,6 +215,8 @@ class _Batch:
         self.drops: list[SQLiteStream] = []
         self.configs: dict[int, bytes] = {}
         self.consumers: dict[tuple[int, str], tuple[bytes, bytes] | None] = {}
+        # consumer states alone (rows already there): an UPDATE in place, cheaper than REPLACE of the row
+        self.states: dict[tuple[int, str], bytes] = {}
         self.touched: dict[int, SQLiteStream] = {}
         self.metas: list[tuple[int, int, int, int]] = []
         # streams whose (first_seq, last_seq, last_ts) row must be written: removals happened. Insert-only
@@ -242,7 +247,7 @@ _size_of = operator.itemgetter(8)  # an insert row's stored size
 
 def _pages_written(b: _Batch) -> int:
     """A generous estimate of the WAL frames one committed batch wrote (table and index pages)."""
-    n = 2 + 2 * (len(b.deletes) + len(b.consumers) + len(b.configs) + len(b.creates) + len(b.metas))
+    n = 2 + 2 * (len(b.deletes) + len(b.consumers) + len(b.states) + len(b.configs) + len(b.creates) + len(b.metas))
     if b.inserts:
         n += 2 + sum(map(_size_of, b.inserts)) // 2048
     for lo, hi in b.ranges:
@@ -283,6 +288,10 @@ class SQLiteStream(Stream):
         # cycles through its keys deletes its first message on every put, and each would otherwise
         # cost a query to find the next one. Cleared by any removal inside its range.
         self._front: deque[int] = deque()
+        # with track_recent: seq -> (subject, stored size) of messages appended lately and still there, for
+        # recent_meta (acked messages of an interest stream are removed without reading them back); any
+        # removal forgets its entries, and the whole map goes past RECENT_MAX (a bound, not a cache policy)
+        self._recent: dict[int, tuple[str, int]] = {}
 
     # ---- append (hot path) ---------------------------------------------------------------------
     def append(
@@ -302,6 +311,11 @@ class SQLiteStream(Stream):
         b.inserts.append(row)
         b.touched[self._sid] = self
         self._pend[seq] = row
+        if self.track_recent:
+            recent = self._recent
+            if len(recent) >= RECENT_MAX:
+                recent.clear()
+            recent[seq] = (subject, size)
         self.last_seq = seq
         self.last_ts = ts
         self.msgs += 1
@@ -346,6 +360,10 @@ class SQLiteStream(Stream):
 
     def durable(self) -> Awaitable[None]:
         return self._store.durable()
+
+    def recent_meta(self, seq: int) -> Meta | None:
+        k = self._recent.get(seq)
+        return Meta(seq, k[0], k[1], 0) if k is not None else None
 
     # ---- reads ---------------------------------------------------------------------------------
     def _get(self, seq: int) -> StoredMsg | None:
@@ -516,6 +534,8 @@ class SQLiteStream(Stream):
 
     # ---- removal primitives --------------------------------------------------------------------
     def _drop_one(self, seq: int) -> None:
+        if self._recent:
+            self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
@@ -537,6 +557,8 @@ class SQLiteStream(Stream):
         if seq >= self.last_seq:
             self._drop_one(seq)
             return
+        if self._recent:
+            self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
@@ -551,6 +573,8 @@ class SQLiteStream(Stream):
         it is (a publish's, most often, whose pages it shares: it was stored just before), or on its own
         within LATER_DELAY; the acks of a run cost no commit of their own. The last message's removal
         writes the stream row in that commit too (see _load_state)."""
+        if self._recent:
+            self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
@@ -563,6 +587,7 @@ class SQLiteStream(Stream):
         self._gone.add(seq)
 
     def _drop_range(self, lo: int, hi: int) -> None:
+        self._recent.clear()
         if self._front and hi >= self._front[0]:
             self._front.clear()
         # Callers only drop ranges starting at first_seq and move first_seq past them, which is
@@ -687,6 +712,7 @@ class SQLiteStream(Stream):
         }
         self._pend = {}
         self._gone = set()
+        self._recent = {}
         self._front.clear()  # read ahead before a failed commit: may name rows that are back
         self._pend_lo = self.last_seq + 1
         self.epoch += 1
@@ -977,7 +1003,10 @@ class SQLiteStore(Store):
                 blob = state()
                 if blob is not None:
                     st.consumers[name] = (cfg[0], blob)
-                    b.consumers[key] = (cfg[0], blob)
+                    if b.consumers.get(key) is not None:
+                        b.consumers[key] = (cfg[0], blob)  # written whole in this batch anyway
+                    else:
+                        b.states[key] = blob
         if self._ride:
             b.deletes += self._ride
             self._ride = []
@@ -993,7 +1022,7 @@ class SQLiteStore(Store):
         assert c is not None
         try:
             if (len(b.inserts) + len(b.deletes) == 1 and not b.ranges and not b.creates and not b.drops
-                    and not b.configs and not b.meta_needed and not b.consumers):
+                    and not b.configs and not b.meta_needed and not b.consumers and not b.states):
                 # one row alone (a publisher awaiting each ack, the revision a KV put replaced): one
                 # statement in autocommit mode is the same transaction without two more statements
                 if b.inserts:
@@ -1018,6 +1047,8 @@ class SQLiteStore(Store):
                 rows = [m for m in b.metas if m[3] in b.meta_needed]
                 if rows:
                     c.executemany(_STREAM_META, rows)
+            if b.states:  # before the rows written whole: one put after these in the batch is the newer
+                c.executemany(_CONSUMER_STATE, [(v, sid, name) for (sid, name), v in b.states.items()])
             for (sid, name), v in b.consumers.items():
                 if v is None:
                     c.execute(_CONSUMER_DEL, (sid, name))

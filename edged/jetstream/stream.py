@@ -530,6 +530,8 @@ class Stream:
     def _apply_config(self) -> None:
         c = self.config
         self.retention = c["retention"]
+        # its acked messages are removed soon after they are stored: the store remembers them for that
+        self.store.track_recent = self.retention != "limits"
         self.file = c["storage"] == "file"
         self.max_msgs = c["max_msgs"]
         self.max_bytes = c["max_bytes"]
