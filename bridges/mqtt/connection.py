@@ -847,6 +847,9 @@ class MQTTConnection(Connection):
         if self.closed or not self.connected or not isinstance(sub, MQTTSub):
             return
         st = sub.st
+        if st.qos > 0 and not sub.js and sub.queue is None and not subject.startswith(b"$MQTT.") and not (
+                self.service.publishing and mqtt_qos(hdr) == 0):
+            return  # the QoS 1/2 copy comes through the session's consumer (told before any decoding)
         subj = subject.decode("utf-8", "surrogateescape")
         if sub.js:
             self._deliver_js(sub, st, subj, reply.decode(), hdr, payload)
@@ -859,8 +862,6 @@ class MQTTConnection(Connection):
         qos = 0
         if sub.queue is not None:
             qos = min(st.qos, 1 if pq is None else pq)
-        elif st.qos > 0 and not (pq == 0 and self.service.publishing) and not subj.startswith("$MQTT."):
-            return  # its QoS 1/2 copy comes through the session's consumer
         if st.no_local and self.server.reading.origin is self:
             return
         sub.delivered += 1
