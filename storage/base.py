@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -118,6 +118,8 @@ class Stream(ABC):
         # counts how often state was rebuilt from disk (after a failed commit): whatever a caller keeps
         # about this stream's messages (a KV bucket's last sequence per key) is stale once it changes
         self.epoch = 0
+        # remember what was stored lately for `recent_meta` (set by the owner: an interest or workqueue stream)
+        self.track_recent = False
         self.last_ts = 0
         self.msgs = 0
         self.bytes = 0
@@ -164,6 +166,11 @@ class Stream(ABC):
         revision): a backend may make it durable after what is being appended now."""
         self._drop_one(seq)
 
+    def _drop_acked(self, seq: int) -> None:
+        """Remove an acked message of an interest or workqueue stream (nobody waits on it): a backend may
+        make it durable with a later commit."""
+        self._drop_one(seq)
+
     @abstractmethod
     def _drop_range(self, lo: int, hi: int) -> None:
         """Remove every row with lo <= seq <= hi."""
@@ -171,6 +178,18 @@ class Stream(ABC):
     @abstractmethod
     def _persist_meta(self) -> None:
         """Make sure first/last seq and last_ts get persisted with the current batch."""
+
+    def _persist_meta_later(self) -> None:
+        """`_persist_meta` for removals made with `_drop_acked`: with the commit that takes them."""
+        self._persist_meta()
+
+    def update_consumer_state_later(self, name: str, state: Callable[[], bytes | None]) -> None:
+        """A consumer's state changed and nobody waits for it on disk (deliveries, plain acks): `state()`
+        gives the blob, or None when there is nothing to write any more. A backend may ask for it as a
+        later commit starts, so many changes cost one encoding and one write, riding with that commit."""
+        blob = state()
+        if blob is not None and name in self.consumers:
+            self.update_consumer_state(name, blob)
 
     @abstractmethod
     def _expired_metas(self, now_ns: int) -> list[Meta]:
@@ -353,14 +372,31 @@ class Stream(ABC):
         self._persist_meta()
         return True
 
-    def delete_many(self, seqs: list[int]) -> list[Meta]:
+    def delete_many(self, seqs: list[int], later: bool = False) -> list[Meta]:
         """Remove these messages, those still there, and return what went. Acks come in runs of nearby
         sequences: one scan of their range then stands for a read per message (a few are read one by one,
-        by key, which costs less than a scan's setup)."""
+        by key, which costs less than a scan's setup). `later`: nobody waits on the removal (acked
+        messages of an interest or workqueue stream): a backend may make it durable with a later commit
+        (`_drop_acked`) rather than one of its own."""
         self._check()
         if not seqs:
             return []
         seqs = sorted(set(seqs))
+        known: list[Meta] = []
+        if later and self.track_recent:
+            # messages stored lately are known without a read (`recent_meta`)
+            recent = self.recent_meta
+            rest = []
+            for seq in seqs:
+                m = recent(seq)
+                if m is None:
+                    rest.append(seq)
+                else:
+                    known.append(m)
+            if not rest:
+                self._remove_metas(known, False, later)
+                return known
+            seqs = rest
         lo, hi = seqs[0], seqs[-1]
         if len(seqs) > 4 and hi - lo < 4 * len(seqs) + 64:
             want = set(seqs)
@@ -368,8 +404,16 @@ class Stream(ABC):
         else:
             metas = [Meta(m.seq, m.subject, self.msg_size(m.subject, m.hdr, m.data), m.ts)
                      for m in map(self.load, seqs) if m is not None]
-        self._remove_metas(metas, False)
+        if known:
+            metas = sorted(known + metas)
+        self._remove_metas(metas, False, later)
         return metas
+
+    def recent_meta(self, seq: int) -> Meta | None:
+        """A live message's Meta known without a read (a backend may remember what it stored lately, when
+        `track_recent` is set: an interest or workqueue stream, whose messages are removed soon after); its
+        `ts` may be 0. None: not known."""
+        return None
 
     def delete_known(self, seq: int, subject: str, size: int) -> None:
         """Remove a message the caller knows is live, with its subject and stored size (`msg_size`):
@@ -382,7 +426,7 @@ class Stream(ABC):
             self._advance_first()
         self._persist_meta()
 
-    def _remove_metas(self, metas: list[Meta], contiguous: bool) -> int:
+    def _remove_metas(self, metas: list[Meta], contiguous: bool, later: bool = False) -> int:
         """Remove the given live messages (ascending seq). `contiguous` means they are *all* the live
         messages in their seq range (an unfiltered scan); a run from the front then becomes one range
         delete, which keeps purges of millions of rows cheap."""
@@ -393,15 +437,19 @@ class Stream(ABC):
         if front and contiguous and len(metas) > 8:
             self._drop_range(self.first_seq, metas[-1].seq)
         else:
+            drop = self._drop_acked if later else self._drop_one
             for m in metas:
-                self._drop_one(m.seq)
+                drop(m.seq)
         for m in metas:
             self._forget(m.subject, m.size)
         if front:
             if contiguous:
                 self.first_seq = metas[-1].seq
             self._advance_first()
-        self._persist_meta()
+        if later:
+            self._persist_meta_later()
+        else:
+            self._persist_meta()
         return len(metas)
 
     def purge(self, filter: str | None = None, seq: int = 0, keep: int = 0) -> int:

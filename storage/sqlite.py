@@ -133,6 +133,7 @@ _STREAM_META = "UPDATE streams SET first_seq = ?, last_seq = ?, last_ts = ? WHER
 _STREAM_CONFIG = "UPDATE streams SET config = ? WHERE id = ?"
 _CONSUMER_PUT = "INSERT OR REPLACE INTO consumers(stream, name, config, state) VALUES (?,?,?,?)"
 _CONSUMER_DEL = "DELETE FROM consumers WHERE stream = ? AND name = ?"
+_CONSUMER_STATE = "UPDATE consumers SET state = ? WHERE stream = ? AND name = ?"
 
 _FULL = "rowid, subject, hdr, data, ts, ttl"
 # read_batch's query: the sequence is computed by SQLite, so each row is a StoredMsg as it comes;
@@ -183,7 +184,8 @@ def parse_sync_interval(v: float | str) -> float | None:
 
 
 LATER_DELAY = 0.002  # seconds the removals held back from publishers' commits gather before their own commit
-INLINE_MAX_ROWS = 16  # batches up to this size commit on the loop thread when not fsyncing
+RECENT_MAX = 8192  # messages a stream with track_recent remembers (see SQLiteStream._recent)
+INLINE_MAX_ROWS = 32  # batches up to this size commit on the loop thread when not fsyncing (paho: 20 in flight)
 
 
 class _Batch:
@@ -198,6 +200,7 @@ class _Batch:
         "drops",
         "configs",
         "consumers",
+        "states",
         "touched",
         "metas",
         "meta_needed",
@@ -212,6 +215,8 @@ class _Batch:
         self.drops: list[SQLiteStream] = []
         self.configs: dict[int, bytes] = {}
         self.consumers: dict[tuple[int, str], tuple[bytes, bytes] | None] = {}
+        # consumer states alone (rows already there): an UPDATE in place, cheaper than REPLACE of the row
+        self.states: dict[tuple[int, str], bytes] = {}
         self.touched: dict[int, SQLiteStream] = {}
         self.metas: list[tuple[int, int, int, int]] = []
         # streams whose (first_seq, last_seq, last_ts) row must be written: removals happened. Insert-only
@@ -242,7 +247,7 @@ _size_of = operator.itemgetter(8)  # an insert row's stored size
 
 def _pages_written(b: _Batch) -> int:
     """A generous estimate of the WAL frames one committed batch wrote (table and index pages)."""
-    n = 2 + 2 * (len(b.deletes) + len(b.consumers) + len(b.configs) + len(b.creates) + len(b.metas))
+    n = 2 + 2 * (len(b.deletes) + len(b.consumers) + len(b.states) + len(b.configs) + len(b.creates) + len(b.metas))
     if b.inserts:
         n += 2 + sum(map(_size_of, b.inserts)) // 2048
     for lo, hi in b.ranges:
@@ -283,6 +288,10 @@ class SQLiteStream(Stream):
         # cycles through its keys deletes its first message on every put, and each would otherwise
         # cost a query to find the next one. Cleared by any removal inside its range.
         self._front: deque[int] = deque()
+        # with track_recent: seq -> (subject, stored size) of messages appended lately and still there, for
+        # recent_meta (acked messages of an interest stream are removed without reading them back); any
+        # removal forgets its entries, and the whole map goes past RECENT_MAX (a bound, not a cache policy)
+        self._recent: dict[int, tuple[str, int]] = {}
 
     # ---- append (hot path) ---------------------------------------------------------------------
     def append(
@@ -302,6 +311,11 @@ class SQLiteStream(Stream):
         b.inserts.append(row)
         b.touched[self._sid] = self
         self._pend[seq] = row
+        if self.track_recent:
+            recent = self._recent
+            if len(recent) >= RECENT_MAX:
+                recent.clear()
+            recent[seq] = (subject, size)
         self.last_seq = seq
         self.last_ts = ts
         self.msgs += 1
@@ -346,6 +360,10 @@ class SQLiteStream(Stream):
 
     def durable(self) -> Awaitable[None]:
         return self._store.durable()
+
+    def recent_meta(self, seq: int) -> Meta | None:
+        k = self._recent.get(seq)
+        return Meta(seq, k[0], k[1], 0) if k is not None else None
 
     # ---- reads ---------------------------------------------------------------------------------
     def _get(self, seq: int) -> StoredMsg | None:
@@ -516,6 +534,8 @@ class SQLiteStream(Stream):
 
     # ---- removal primitives --------------------------------------------------------------------
     def _drop_one(self, seq: int) -> None:
+        if self._recent:
+            self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
@@ -537,17 +557,37 @@ class SQLiteStream(Stream):
         if seq >= self.last_seq:
             self._drop_one(seq)
             return
+        if self._recent:
+            self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
         store = self._store
         store._later.append((self._base + seq,))
-        if store._later_timer is None and store._loop is not None:
-            store._later_timer = store._loop.call_later(LATER_DELAY, store._later_due)
+        store._later_soon()
+        self._pend.pop(seq, None)
+        self._gone.add(seq)
+
+    def _drop_acked(self, seq: int) -> None:
+        """An acked message of an interest or workqueue stream: its row goes with the next commit, whatever
+        it is (a publish's, most often, whose pages it shares: it was stored just before), or on its own
+        within LATER_DELAY; the acks of a run cost no commit of their own. The last message's removal
+        writes the stream row in that commit too (see _load_state)."""
+        if self._recent:
+            self._recent.pop(seq, None)
+        front = self._front
+        if front and front[0] <= seq <= front[-1]:
+            front.clear()
+        store = self._store
+        store._ride.append((self._base + seq,))
+        if seq >= self.last_seq:
+            store._later_meta[self._sid] = self
+        store._later_soon()
         self._pend.pop(seq, None)
         self._gone.add(seq)
 
     def _drop_range(self, lo: int, hi: int) -> None:
+        self._recent.clear()
         if self._front and hi >= self._front[0]:
             self._front.clear()
         # Callers only drop ranges starting at first_seq and move first_seq past them, which is
@@ -575,6 +615,17 @@ class SQLiteStream(Stream):
             b = self._store._batch()
             b.touched[self._sid] = self
             b.meta_needed.add(self._sid)
+
+    def _persist_meta_later(self) -> None:
+        if self.msgs == 0:
+            self._store._later_meta[self._sid] = self
+            self._store._later_soon()
+
+    def update_consumer_state_later(self, name: str, state: Callable[[], bytes | None]) -> None:
+        """Asked for as the commit that takes the held-back removals starts (see `SQLiteStore._later`)."""
+        store = self._store
+        store._later_cons[(self._sid, name)] = (self, name, state)
+        store._later_soon()
 
     def _persist_skip(self) -> None:
         b = self._store._batch()
@@ -661,6 +712,7 @@ class SQLiteStream(Stream):
         }
         self._pend = {}
         self._gone = set()
+        self._recent = {}
         self._front.clear()  # read ahead before a failed commit: may name rows that are back
         self._pend_lo = self.last_seq + 1
         self.epoch += 1
@@ -708,6 +760,8 @@ class SQLiteStore(Store):
         # Called with each batch's future as it commits, before the future resolves: a publisher's
         # PubAck goes out from there (no done-callback turn of the loop between commit and ack).
         self.on_commit: Callable[[asyncio.Future[None]], None] | None = None
+        # ... and after it, the same for other services (the MQTT PUBACKs of the batch)
+        self.commit_listeners: list[Callable[[asyncio.Future[None]], None]] = []
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
@@ -716,6 +770,12 @@ class SQLiteStore(Store):
         # before that leaves those rows behind: still over the stream's limits, and removed again when
         # the stream is restored.
         self._later: list[tuple[int]] = []
+        # ... with the stream rows those removals need (the last message removed, the stream emptied), and
+        # consumers' states that nobody waits on (deliveries, plain acks): asked for once, as that commit
+        # starts, however often they changed meanwhile
+        self._later_meta: dict[int, SQLiteStream] = {}
+        self._ride: list[tuple[int]] = []  # acked messages' rows (`_drop_acked`): taken by any commit
+        self._later_cons: dict[tuple[int, str], tuple[SQLiteStream, str, Callable[[], bytes | None]]] = {}
         self._later_timer: asyncio.TimerHandle | None = None  # commits them when no other commit takes them
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -887,16 +947,18 @@ class SQLiteStore(Store):
         if self._inflight is not None or b is None:
             return
         self._open = None
-        # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
-        b.metas = [(0 if st.pristine else st.first_seq, st.last_seq, st.last_ts, sid)
-                   for sid, st in b.touched.items() if not st._dead]
-        self._inflight = b
-        assert self._loop is not None and self._exec is not None
         inline = (self.sync_interval is not None and self._exec_busy == 0 and len(b.inserts) <= INLINE_MAX_ROWS
                   and not b.drops and not b.ranges and not b.creates)
         if self._later and not (inline and b.inserts):
             # held back only from a small commit that publishers wait on; anything else takes them along
             self._take_later(b)
+        if self._ride or self._later_meta or self._later_cons:
+            self._take_ride(b)
+        # In-memory state now reflects exactly the ops of this batch: snapshot it for the stream rows.
+        b.metas = [(0 if st.pristine else st.first_seq, st.last_seq, st.last_ts, sid)
+                   for sid, st in b.touched.items() if not st._dead]
+        self._inflight = b
+        assert self._loop is not None and self._exec is not None
         if inline:
             # A small batch without fsync costs less written here than the two thread hops of the
             # worker: this is what keeps a publisher that awaits each ack fast. fsync=always batches,
@@ -911,22 +973,56 @@ class SQLiteStore(Store):
         f = self._loop.run_in_executor(self._exec, self._write, b)
         f.add_done_callback(self._done)
 
+    def _later_soon(self) -> None:
+        """Something was held back: committed within LATER_DELAY if no other commit takes it first."""
+        if self._later_timer is None and self._loop is not None:
+            self._later_timer = self._loop.call_later(LATER_DELAY, self._later_due)
+
     def _later_due(self) -> None:
         self._later_timer = None
-        if self._later and not self._closed:
-            self._take_later(self._batch())
+        if (self._later or self._ride or self._later_meta or self._later_cons) and not self._closed:
+            b = self._batch()
+            self._take_later(b)
+            self._take_ride(b)
 
     def _take_later(self, b: _Batch) -> None:
         """The removals held back from an earlier commit (`_drop_later`) go into `b`."""
         b.deletes += self._later
         self._later = []
 
+    def _take_ride(self, b: _Batch) -> None:
+        """What rides with the next commit (`_drop_acked`, `update_consumer_state_later`) goes into `b`."""
+        # the states first: asking for one may settle queued acks, which remove more messages
+        if self._later_cons:
+            cons = self._later_cons
+            self._later_cons = {}
+            for key, (st, name, state) in cons.items():
+                cfg = st.consumers.get(name)
+                if st._dead or cfg is None:
+                    continue
+                blob = state()
+                if blob is not None:
+                    st.consumers[name] = (cfg[0], blob)
+                    if b.consumers.get(key) is not None:
+                        b.consumers[key] = (cfg[0], blob)  # written whole in this batch anyway
+                    else:
+                        b.states[key] = blob
+        if self._ride:
+            b.deletes += self._ride
+            self._ride = []
+        if self._later_meta:
+            for sid, st in self._later_meta.items():
+                if not st._dead:
+                    b.touched[sid] = st
+                    b.meta_needed.add(sid)
+            self._later_meta = {}
+
     def _write(self, b: _Batch) -> None:
         c = self._wconn
         assert c is not None
         try:
             if (len(b.inserts) + len(b.deletes) == 1 and not b.ranges and not b.creates and not b.drops
-                    and not b.configs and not b.meta_needed and not b.consumers):
+                    and not b.configs and not b.meta_needed and not b.consumers and not b.states):
                 # one row alone (a publisher awaiting each ack, the revision a KV put replaced): one
                 # statement in autocommit mode is the same transaction without two more statements
                 if b.inserts:
@@ -951,6 +1047,8 @@ class SQLiteStore(Store):
                 rows = [m for m in b.metas if m[3] in b.meta_needed]
                 if rows:
                     c.executemany(_STREAM_META, rows)
+            if b.states:  # before the rows written whole: one put after these in the batch is the newer
+                c.executemany(_CONSUMER_STATE, [(v, sid, name) for (sid, name), v in b.states.items()])
             for (sid, name), v in b.consumers.items():
                 if v is None:
                     c.execute(_CONSUMER_DEL, (sid, name))
@@ -982,6 +1080,8 @@ class SQLiteStore(Store):
             self._dirty = True
             if self.on_commit is not None:
                 self.on_commit(b.fut)  # the PubAcks first; the overlays still answer reads meanwhile
+            for listener in self.commit_listeners:
+                listener(b.fut)
             self._settle(b)
             if not b.fut.done():
                 b.fut.set_result(None)
@@ -1041,6 +1141,8 @@ class SQLiteStore(Store):
         (their sequences were assigned on top of the failed ones), then reload state from disk."""
         failed = [b]
         self._later = []  # the reload below brings back whatever those removals were about
+        self._ride = []
+        self._later_meta = {}
         if self._open is not None:
             failed.append(self._open)
             self._open = None
@@ -1178,8 +1280,11 @@ class SQLiteStore(Store):
     async def flush(self) -> None:
         """Wait until everything queued so far is committed, the held-back removals too."""
         while True:
-            if self._later and self._inflight is None and not self._closed:
-                self._take_later(self._batch())
+            if (self._later or self._ride or self._later_meta or self._later_cons) and self._inflight is None \
+                    and not self._closed:
+                b = self._batch()
+                self._take_later(b)
+                self._take_ride(b)
             b = self._open or self._inflight
             if b is None:
                 return

@@ -1039,6 +1039,12 @@ def _enc_connack(c: ConnAck, level: int) -> bytes:
     return _packet(0x20, bytes((flags, c.reason_code)) + encode_properties(c.properties, _T.CONNACK))
 
 
+def encode_puback(packet_id: int) -> bytes:
+    """A PUBACK with reason 0 and no properties, at any level (MQTT 5 leaves both out then): the QoS 1 hot
+    path's four bytes, without a packet object."""
+    return bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF))
+
+
 def _enc_ack(a: PubAck | PubRec | PubRel | PubComp, level: int) -> bytes:
     ptype = _ACK_TYPES[type(a)]
     first = (ptype << 4) | _FLAGS[ptype]

@@ -27,6 +27,7 @@ from bridges.mqtt.codec import (
     MQTTProtocolError,
     encode,
     encode_properties,
+    encode_puback,
     encode_publish,
 )
 from bridges.mqtt.jsapi import JSApiFailure
@@ -273,14 +274,18 @@ class MQTTConnection(Connection):
             # the PUBLISHes of one read share one commit: one callback sends all their PUBACKs
             if done is not self._acks_on:
                 self._acks_on = done
-                done.add_done_callback(self._acks_ready)  # type: ignore[attr-defined]
+                self.service.after_commit(done, self)
         else:
             self.server.loop.call_soon(self._acks_ready, None)
 
-    def _acks_ready(self, _f: Any) -> None:
+    def _acks_ready(self, f: Any) -> None:
+        """Replies whose commit is done go out, in order; `f` is a commit just made (its future resolves
+        right after)."""
+        if f is not None and f.done():  # the future's callback (a commit that failed, or a store that tells none)
+            self.service._commit_waiters.pop(f, None)
         q = self._acks
         sent = False
-        while q and (q[0][0] is None or _is_done(q[0][0])):
+        while q and (q[0][0] is None or q[0][0] is f or _is_done(q[0][0])):
             _, data = q.popleft()
             self.send_raw(data)
             sent = True
@@ -539,7 +544,7 @@ class MQTTConnection(Connection):
             rdone = self.server.loop.create_task(self.macc.retained.put(retained))
             done = rdone if done is None else _both(done, rdone)
         if p.qos == 1:
-            self._send_ordered(done, encode(PubAck(p.packet_id), self.level))
+            self._send_ordered(done, encode_puback(p.packet_id))
         return None
 
     async def _store_qos2(self, pi: int, subject: str, reply: str, hdr: bytes, payload: bytes,
@@ -842,6 +847,9 @@ class MQTTConnection(Connection):
         if self.closed or not self.connected or not isinstance(sub, MQTTSub):
             return
         st = sub.st
+        if st.qos > 0 and not sub.js and sub.queue is None and not subject.startswith(b"$MQTT.") and not (
+                self.service.publishing and mqtt_qos(hdr) == 0):
+            return  # the QoS 1/2 copy comes through the session's consumer (told before any decoding)
         subj = subject.decode("utf-8", "surrogateescape")
         if sub.js:
             self._deliver_js(sub, st, subj, reply.decode(), hdr, payload)
@@ -854,8 +862,6 @@ class MQTTConnection(Connection):
         qos = 0
         if sub.queue is not None:
             qos = min(st.qos, 1 if pq is None else pq)
-        elif st.qos > 0 and not (pq == 0 and self.service.publishing) and not subj.startswith("$MQTT."):
-            return  # its QoS 1/2 copy comes through the session's consumer
         if st.no_local and self.server.reading.origin is self:
             return
         sub.delivered += 1

@@ -50,6 +50,9 @@ class MQTTService:
         self._wills: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.listener: Listener | None = None
         self._leaving: set[asyncio.Task[None]] = set()
+        # store commits that connections wait on (their QoS 1 PUBACKs), told by the store as it commits
+        self._commit_waiters: dict[Any, list[MQTTConnection]] = {}
+        self._told_by_store = False
 
     def connection(self, websocket: bool = False) -> MQTTConnection:
         """A new MQTT connection (an asyncio Protocol) for this server."""
@@ -71,6 +74,11 @@ class MQTTService:
         self.listener = Listener("mqtt", mo.host or "0.0.0.0", mo.port, self.connection,
                                  ssl=ssl, ssl_handshake_timeout=mo.tls.timeout if mo.tls else None)
         srv.add_listener(self.listener)
+        store = srv.jetstream.store_for("file")
+        listeners = getattr(store, "commit_listeners", None)
+        if listeners is not None:
+            listeners.append(self._committed)
+            self._told_by_store = True
         srv.loop.create_task(self._preload())
 
     async def _preload(self) -> None:
@@ -85,6 +93,25 @@ class MQTTService:
             except Exception as e:
                 log.error("MQTT: loading the state of account %s: %s", name, e)
 
+    def after_commit(self, done: Any, conn: MQTTConnection) -> None:
+        """`conn` has replies waiting for the commit `done`: it is told as the store commits (its PUBACKs
+        then go out in the flush of the read that committed, with no loop turn between), or else, and
+        for a commit that failed, by the future's callback."""
+        done.add_done_callback(conn._acks_ready)
+        if self._told_by_store:
+            w = self._commit_waiters.get(done)
+            if w is None:
+                self._commit_waiters[done] = [conn]
+            else:
+                w.append(conn)
+
+    def _committed(self, fut: Any) -> None:
+        conns = self._commit_waiters.pop(fut, None)
+        if conns is not None:
+            for conn in conns:
+                fut.remove_done_callback(conn._acks_ready)
+                conn._acks_ready(fut)
+
     def track(self, task: asyncio.Task[None]) -> None:
         """A session being let go (saved or dropped): shutdown waits for it."""
         self._leaving.add(task)
@@ -98,6 +125,11 @@ class MQTTService:
         self._wills.clear()
         for a in self.accounts.values():
             a.close()
+        js = self.server.jetstream
+        store = js.store_for("file") if js is not None else None
+        listeners = getattr(store, "commit_listeners", None)
+        if listeners is not None and self._committed in listeners:
+            listeners.remove(self._committed)
 
     def routing_mqtt(self) -> bool:
         return self.publishing

@@ -257,6 +257,7 @@ class Consumer:
         self.backoff = c.get("backoff") or []
         self.filters = c.get("filter_subjects") or ([c["filter_subject"]] if c.get("filter_subject") else [])
         self.flt: Any = self.filters[0] if len(self.filters) == 1 else (list(self.filters) or None)
+        self._one_filter: str | None = self.filters[0] if len(self.filters) == 1 else None
         self.max_ack_pending = c.get("max_ack_pending") or 0
         self.max_waiting = c.get("max_waiting") or 0
         self.headers_only = bool(c.get("headers_only"))
@@ -289,6 +290,9 @@ class Consumer:
         self.paused_until = parse_rfc3339(pu) if pu else 0
 
     def _matches(self, subject: str) -> bool:
+        f = self._one_filter
+        if f is not None:  # the usual case, without a generator per message
+            return subject_matches(f, subject)
         if not self.filters:
             return True
         return any(subject_matches(f, subject) for f in self.filters)
@@ -346,11 +350,27 @@ class Consumer:
                      "p": self.pending, "r": self.rdc})
 
     def _save(self) -> None:
+        """The state changed (deliveries, plain acks, removals): written with a later commit, encoded once
+        however often it changed by then (`update_consumer_state_later`). What waits for the state on
+        disk (a synchronous ack, a reset, a stop) writes it at once (`_flush_state`)."""
         if not self.persist or self.closed:
             return
         if not self._dirty:
             self._dirty = True
-            self.loop.call_soon(self._flush_state)
+            try:
+                self.stream.store.update_consumer_state_later(self.name, self._later_state)
+            except Exception:
+                pass
+
+    def _later_state(self) -> bytes | None:
+        if self.closed:
+            return None
+        if self._ackq:
+            self._drain_acks()
+        if not self._dirty:
+            return None  # written since (_flush_state)
+        self._dirty = False
+        return self.state_bytes()
 
     def _flush_state(self) -> None:
         self._dirty = False
@@ -413,14 +433,23 @@ class Consumer:
 
     # ------------------------------------------------------------------ events from the stream
 
-    def on_msg(self, seq: int, subject: str) -> None:
-        if self.closed:
-            return
+    def on_msg(self, seq: int, subject: str, row: tuple[Any, ...] | None = None) -> bool:
+        """A message was stored; `row` is it as `read_rows` gives it (seq, subject, hdr, data, ts), when the
+        stream has it at hand. Returns whether the filter takes it."""
         if self.filters and not self._matches(subject):
-            return  # as nats-server, which wakes only the consumers whose filter takes the message
+            return False  # as nats-server, which wakes only the consumers whose filter takes the message
+        if self.closed:
+            return True
         if self._np is not None and seq > self.sseq:
             self._np += 1
+        if row is not None and self._lps is None:
+            buf = self._buf
+            if (buf[-1][0] == seq - 1 and len(buf) < READ_AHEAD_MAX) if buf else max(self.sseq, self._eof_at) == seq - 1:
+                # it comes right after what this consumer has been through (delivered, found not its own, or
+                # read ahead): it joins the read-ahead with no read of the store
+                buf.append(row)
         self.kick()
+        return True
 
     def on_removed(self, first_seq: int, seqs: Any = ()) -> None:
         """See Stream.notify_removed: removals other than a purge leave the position alone and settle the
@@ -843,7 +872,7 @@ class Consumer:
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
         """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it
         goes once no other consumer wants it (nats-server does this as it delivers)."""
-        self.stream.ack_msgs([m.seq for m in self.stream.store.metas(lo, hi, self.flt)], self)
+        self.stream.ack_msgs([m.seq for m in self.stream.store.metas(lo, hi, self.flt)], self, True)
 
     def _pace_delay(self, m: Any) -> float:
         """Seconds to wait before `m`: replay_policy original keeps the gaps between the messages'
@@ -1458,7 +1487,7 @@ class Consumer:
                 if not self._dirty:
                     self._save()
                 if self.stream.retention != "limits":
-                    self.stream.ack_msgs(acked, self)
+                    self.stream.ack_msgs(acked, self, True)
         self.last_active = self.last_ack = time.time_ns()
         # held back at the limit before these acks, and they freed a slot (one or many)
         if self.redeliver or self.waiting or (self.push and self.max_ack_pending

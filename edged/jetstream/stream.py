@@ -530,6 +530,8 @@ class Stream:
     def _apply_config(self) -> None:
         c = self.config
         self.retention = c["retention"]
+        # its acked messages are removed soon after they are stored: the store remembers them for that
+        self.store.track_recent = self.retention != "limits"
         self.file = c["storage"] == "file"
         self.max_msgs = c["max_msgs"]
         self.max_bytes = c["max_bytes"]
@@ -766,13 +768,18 @@ class Stream:
         if rollup:  # the consumers are told even when nothing went, as nats-server tells them
             target = subject if rollup == "sub" else None
             self.purged(target, self.purge_store(target, keep=1)[1])
-        for c in self.consumers.values():
-            c.on_msg(seq, subject)
+        wanted = False  # by a consumer's filter (interest retention keeps only such messages)
+        if self.consumers:
+            # the message as a consumer's read-ahead holds it: one caught up takes it from here, not read back
+            row = None if removed or rollup else (seq, subject, hdr, payload, ts)
+            for c in self.consumers.values():
+                if c.on_msg(seq, subject, row):
+                    wanted = True
         if self.scheduler is not None:
             self.scheduler.stored(seq, subject, hdr, ts)
         if self.republish is not None:
             self._republish(subject, seq, ts, hdr, payload)
-        if self.retention == "interest" and not any(c._matches(subject) for c in self.consumers.values()):
+        if self.retention == "interest" and not wanted:
             store.delete(seq)  # no one is interested: nats-server keeps the sequence, not the message
         if reply and not self.no_ack:
             if self.async_persist:  # persist_mode async: acknowledged before the commit (README)
@@ -1051,11 +1058,12 @@ class Stream:
         if self.retention != "limits":
             self.ack_msgs([seq])
 
-    def ack_msgs(self, seqs: list[int], by: Any = None) -> None:
+    def ack_msgs(self, seqs: list[int], by: Any = None, later: bool = False) -> None:
         """`ack_msg` for a run of acks (of consumer `by`, which has acked them all). A message's subject
         is read only when another consumer has not acked it, and the removals are one store call. A
         message removed here was acked by every consumer that takes it, so none holds it pending or
-        read ahead: they are not told (notify_removed), which keeps their read-ahead."""
+        read ahead: they are not told (notify_removed), which keeps their read-ahead. `later`: acks
+        nobody waits on (plain ones): the removals ride with the store's next commit."""
         if self.retention == "limits" or not seqs:
             return
         st = self.store
@@ -1078,7 +1086,7 @@ class Stream:
                     else:
                         keep.append(seq)
                 seqs = keep
-        st.delete_many(seqs)
+        st.delete_many(seqs, later)
 
     def enforce_limits(self, max_age: bool = True) -> int:
         """Bring the stored messages within the configured limits (after an update lowered them, or on

@@ -17,6 +17,7 @@ from bridges.mqtt.codec import (
     decode_varint,
     encode,
     encode_properties,
+    encode_puback,
     encode_publish,
     encode_varint,
 )
@@ -741,3 +742,13 @@ def test_dup_is_left_out_of_a_qos_0_publish() -> None:
     raw = encode(Publish("t", b"x", 0, dup=True), 4)
     assert raw[0] == 0x30
     assert server_decoder(4).feed(raw) == [Publish("t", b"x")]
+
+
+@given(st.integers(1, 65535), st.sampled_from([3, 4, 5]))
+def test_encode_puback_is_the_generic_encoding(pi: int, level: int) -> None:
+    """The hot path's PUBACK bytes are what encode() makes of PubAck(pi), and a broker's decoder reads them."""
+    data = encode_puback(pi)
+    assert data == encode(PubAck(pi), level)
+    dec = MQTTDecoder(protocol_level=level, server=False)
+    [p] = dec.feed(data)
+    assert isinstance(p, PubAck) and p.packet_id == pi and p.reason_code == 0

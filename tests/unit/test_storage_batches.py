@@ -78,3 +78,91 @@ def test_a_batch_of_any_size_survives_reopening(tmp_path: Path) -> None:
         await store.close()
 
     asyncio.run(main())
+
+
+def test_acked_removals_and_consumer_states_ride_the_next_commit(tmp_path: Path) -> None:
+    """`delete_many(later=True)` (an interest stream's acked messages) and `update_consumer_state_later`
+    start no commit of their own: the next commit takes them (a publish's, here), the state asked for
+    once however often it changed; removing the last message keeps the stream's last sequence across a
+    reopen; with nothing else to commit they go on their own, within LATER_DELAY."""
+
+    async def main() -> None:
+        store = SQLiteStore(str(tmp_path))
+        await store.open()
+        s = store.create_stream("S", b'{"name":"S"}')
+        s.put_consumer("C", b'{"config":{}}', b"old")
+        for i in range(5):
+            s.append("a", b"", b"%d" % i)
+        await store.flush()
+        commits = store.commits
+        asked: list[int] = []
+
+        def state() -> bytes:
+            asked.append(1)
+            return b"new"
+
+        assert [m.seq for m in s.delete_many([1, 2, 5], later=True)] == [1, 2, 5]
+        s.update_consumer_state_later("C", state)
+        s.update_consumer_state_later("C", state)
+        assert s.state().msgs == 2 and s.load(1) is None and s.load(5) is None  # gone at once for readers
+        await asyncio.sleep(0)
+        assert store.commits == commits and not asked  # no commit of their own yet
+        _, _, done = s.append("a", b"", b"6")
+        await done
+        assert store.commits == commits + 1 and asked == [1]  # rode with the publish's commit
+        # nothing else: on their own, soon
+        s.delete_many([6], later=True)
+        for _ in range(200):
+            if store.commits > commits + 1:
+                break
+            await asyncio.sleep(0.005)
+        assert store.commits == commits + 2
+        await store.close()
+        again = SQLiteStore(str(tmp_path))
+        await again.open()
+        t = again.get_stream("S")
+        assert t is not None
+        assert [m.seq for m in t.metas(1, 10)] == [3, 4]
+        assert t.last_seq == 6 and t.get_consumer("C") == (b'{"config":{}}', b"new")
+        await again.close()
+
+    asyncio.run(main())
+
+
+def test_removals_with_recent_metas_match_removals_read_back(tmp_path: Path) -> None:
+    """A stream that remembers what it stored lately (`track_recent`, an interest stream) removes acked
+    messages without reading them back: the same messages go, with the same counts, as from a stream that
+    reads them; what another removal took (a delete, a purge) is not removed twice."""
+
+    async def main() -> None:
+        store = SQLiteStore(str(tmp_path))
+        await store.open()
+        rnd = random.Random(3)
+        a = store.create_stream("A", b'{"name":"A"}')
+        b = store.create_stream("B", b'{"name":"B"}')
+        a.track_recent = True
+        for i in range(300):
+            subj, data = rnd.choice(["x", "y.z", "é"]), rnd.randbytes(rnd.randint(0, 40))
+            for s in (a, b):
+                s.append(subj, b"", data)
+            if i % 50 == 49:
+                await store.flush()
+        for s in (a, b):
+            s.delete(7)
+            s.purge(seq=20)
+        assert a.recent_meta(7) is None and a.recent_meta(21) is None  # the purge forgot them all
+        for i in range(300, 320):
+            for s in (a, b):
+                s.append("x", b"", b"%d" % i)
+        assert a.recent_meta(305) is not None
+        for seqs in ([5, 7, 25, 26], list(range(30, 60)), [301, 303, 305, 319], [304, 305, 306]):
+            ga = [m.seq for m in a.delete_many(seqs, later=True)]
+            gb = [m.seq for m in b.delete_many(seqs, later=True)]
+            assert ga == gb
+            assert (a.msgs, a.bytes, a.subjects, a.first_seq, a.last_seq) == \
+                (b.msgs, b.bytes, b.subjects, b.first_seq, b.last_seq)
+        await store.flush()
+        assert [m.seq for m in a.metas(1, 400)] == [m.seq for m in b.metas(1, 400)]
+        await store.close()
+
+    asyncio.run(main())
