@@ -375,16 +375,23 @@ class SQLiteStream(Stream):
         return super().read_batch(start, filter, limit) if out is None else out  # type: ignore[return-value]
 
     def read_run(self, start: int, filter: FilterArg, limit: int) -> list[tuple[bytes, bytes, bytes, int]] | None:
-        """Committed rows only, in one query: the sequences are rowids, so as many rows as the range has
-        rowids have no gap (the subject comes as SQLite holds it, UTF-8, with no str in between)."""
+        """Committed rows in one query: the sequences are rowids, so as many rows as the range has rowids have
+        no gap (the subject comes as SQLite holds it, UTF-8, with no str in between). From the uncommitted
+        overlay on (a backlog the writer has not caught up with yet), its rows."""
         plo = self._pend_lo
-        hi = min(start + limit - 1, self.last_seq, plo - 1)
+        hi = min(start + limit - 1, self.last_seq)
         if start < self.first_seq or hi < start or not compile_filter(filter).all:
             return None
-        base = self._base
         gone = self._gone
         if gone and any(start <= s <= hi for s in gone):
             return None  # removed, the removal not yet committed
+        if start >= plo:
+            rows = list(map(self._pend.get, range(start, hi + 1)))
+            if None in rows:
+                return None
+            return [(r[2].encode("utf-8", "surrogateescape"), r[3], r[4], r[5]) for r in rows]
+        hi = min(hi, plo - 1)
+        base = self._base
         out = self._store._rconn.execute(_RUN, (base + start, base + hi)).fetchall()
         return out if len(out) == hi - start + 1 else None
 
