@@ -22,7 +22,7 @@ from edged.goformat import ZERO_TIME, go_duration, parse_rfc3339, rfc3339ns
 from edged.headers import get_header, make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
 from edged.jetstream.gojson import syntax_error
-from edged.receiver import Message, Receiver
+from edged.receiver import Message, Receiver, Subscription
 from edged.subjects import subject_is_subset, subject_matches
 from storage.base import StoredMsg
 
@@ -681,6 +681,7 @@ class Consumer:
             buf.popleft()
         st = self.stream.store
         run: list[tuple[bytes, bytes, bytes, int]] | None = None
+        to: Subscription | None = None
         if not buf:
             if sseq >= st.last_seq:
                 self._eof_at = st.last_seq
@@ -689,17 +690,17 @@ class Consumer:
             if not self.push:
                 # a fetch of 500 is read in one go rather than 256 + 244
                 want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
-            elif self.ack == "none":
-                # a push consumer with nothing to track per message (a hub's source or mirror draining a
-                # backlog): a gapless run is delivered whole by `_send_run`
+            elif self.ack == "none" and (to := self._run_receiver()) is not None:
+                # a push consumer with nothing to track per message to a leafnode (a hub's source or mirror
+                # draining a backlog): a gapless run is delivered whole by `_send_run`
                 run = st.read_run(sseq + 1, self.flt, min(want, budget))
             if run is None:
                 buf.extend(st.read_rows(sseq + 1, self.flt, want))
                 if not buf:
                     self._eof_at = st.last_seq
                     return 0
-        if run is not None:
-            sent = self._send_run(run)
+        if run is not None and to is not None:
+            sent = self._send_run(run, to)
             if sent:
                 return sent
             # the run is not one piece: the loop below takes it message by message
@@ -859,7 +860,19 @@ class Consumer:
                 self.waiting.rotate(-1)
         return sent
 
-    def _send_run(self, run: list[tuple[bytes, bytes, bytes, int]]) -> int:
+    def _run_receiver(self) -> Subscription | None:
+        """The one subscription of the deliver subject when it is a leafnode's that takes runs with the
+        subject they were routed by (`deliver_routed_batch`), the receiver `_send_run` serves."""
+        psubs, qgroups = self.stream.account.sublist.match(self.deliver_subject)
+        if len(psubs) != 1 or qgroups or psubs[0].max:
+            return None
+        sub = psubs[0]
+        conn = sub.conn
+        if type(conn).deliver_routed is Receiver.deliver_routed or not conn.takes_routed_batch(sub):
+            return None
+        return sub
+
+    def _send_run(self, run: list[tuple[bytes, bytes, bytes, int]], direct: Subscription) -> int:
         """Deliver a gapless run (`read_run`: the messages after `sseq`) to a leafnode in one hand-over and
         without a per-message loop, when what `_send_new`'s loop decides per message is decided for the
         whole run at once: the pending count is exact (each message's is last_seq minus its sequence, its
@@ -872,13 +885,6 @@ class Consumer:
         if self.num_pending() != last - sseq:
             return 0
         dest = self.deliver_subject
-        psubs, qgroups = self.stream.account.sublist.match(dest)
-        if len(psubs) != 1 or qgroups or psubs[0].max:
-            return 0
-        direct = psubs[0]
-        conn = direct.conn
-        if type(conn).deliver_routed is Receiver.deliver_routed or not conn.takes_routed_batch(direct):
-            return 0
         n = len(run)
         nbytes = sum(map(len, map(_HDR, run))) + sum(map(len, map(_DATA, run)))
         if nbytes + 64 * n >= BATCH_FLUSH:
@@ -897,7 +903,7 @@ class Consumer:
         self.dseq = q + doff
         self._np = last - q
         self.afloor_c, self.afloor_s = self.dseq, q
-        conn.deliver_routed_batch(direct, self._dsubj_b, msgs, nbytes)
+        direct.conn.deliver_routed_batch(direct, self._dsubj_b, msgs, nbytes)
         if self.stream.retention == "interest":
             self._acked_on_delivery(sseq + 1, q)
         return n
