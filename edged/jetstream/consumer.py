@@ -9,6 +9,7 @@ consumer may (interest, max_ack_pending, waiting requests), without a per-messag
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
 import os
 import time
@@ -693,7 +694,9 @@ class Consumer:
             elif self.ack == "none" and (to := self._run_receiver()) is not None:
                 # a push consumer with nothing to track per message to a leafnode (a hub's source or mirror
                 # draining a backlog): a gapless run is delivered whole by `_send_run`
-                run = st.read_run(sseq + 1, self.flt, min(want, budget))
+                # as many as half a hand-over holds at the stream's mean size (1 KB messages: ~120)
+                fit = (BATCH_FLUSH // 2) * st.msgs // max(st.bytes + 64 * st.msgs, 1)
+                run = st.read_run(sseq + 1, self.flt, max(16, min(want, budget, fit)))
             if run is None:
                 buf.extend(st.read_rows(sseq + 1, self.flt, want))
                 if not buf:
@@ -877,9 +880,10 @@ class Consumer:
         without a per-message loop, when what `_send_new`'s loop decides per message is decided for the
         whole run at once: the pending count is exact (each message's is last_seq minus its sequence, its
         delivery sequence its stream sequence plus a constant), the run fits in one hand-over, and flow
-        control asks for nothing inside it (a run in which a request would fall due or the window fill
-        goes through the loop, which stops at that very message). Returns how many were sent; 0, with
-        nothing changed, when the loop must do it."""
+        control's window does not fill inside it (that run goes through the loop, which stops at that very
+        message). A run inside which a flow-control request falls due ends with the message after which it
+        does, and the request follows, as in the loop. Returns how many were sent; 0, with nothing
+        changed, when the loop must do it."""
         last = self.stream.store.last_seq
         sseq = self.sseq
         if self.num_pending() != last - sseq:
@@ -893,17 +897,32 @@ class Consumer:
         doff = self.dseq - sseq
         msgs: list[Message] = [(s, b"%s%d.%d.%d.%d" % (prefix, q, q + doff, ts, last - q), h or None, d)
                                for q, (s, h, d, ts) in enumerate(run, sseq + 1)]
+        ask = False
         if self.fc:
-            end = self.fc_bytes + n * len(dest) + sum(map(len, map(_REPLY, msgs))) + nbytes
+            dlen = len(dest)
+            end = self.fc_bytes + n * dlen + sum(map(len, map(_REPLY, msgs))) + nbytes
             window = self.fc_window
-            if (end > window // 2) if self.fc_pending is None else (end > window or end - self.fc_sz >= window):
-                return 0
+            if self.fc_pending is not None:
+                if end > window or end - self.fc_sz >= window:
+                    return 0
+            elif end > window // 2:
+                # the request falls due inside the run: the first message past half the window ends it
+                sizes = itertools.accumulate(dlen + len(r) + len(h or b"") + len(d) for _, r, h, d in msgs)
+                due = window // 2 - self.fc_bytes
+                n, total = next((i, t) for i, t in enumerate(sizes, 1) if t > due)
+                msgs = msgs[:n]
+                nbytes = sum(len(h or b"") + len(d) for _, _, h, d in msgs)
+                end = self.fc_bytes + total
+                ask = True
             self.fc_bytes = end
         self.sseq = q = sseq + n
         self.dseq = q + doff
         self._np = last - q
         self.afloor_c, self.afloor_s = self.dseq, q
         direct.conn.deliver_routed_batch(direct, self._dsubj_b, msgs, nbytes)
+        if ask:
+            self._send_flow_control()
+            self.fc_stalled = self.fc_bytes > self.fc_window
         if self.stream.retention == "interest":
             self._acked_on_delivery(sseq + 1, q)
         return n
