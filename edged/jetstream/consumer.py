@@ -693,10 +693,11 @@ class Consumer:
                 want = self._last_batch = max(want, min(self.waiting[0].batch, READ_AHEAD_MAX))
             elif self.ack == "none" and (to := self._run_receiver()) is not None:
                 # a push consumer with nothing to track per message to a leafnode (a hub's source or mirror
-                # draining a backlog): a gapless run is delivered whole by `_send_run`
-                # as many as half a hand-over holds at the stream's mean size (1 KB messages: ~120)
+                # draining a backlog): a gapless run is delivered whole by `_send_run`, as many as half a
+                # hand-over holds at the stream's mean size (1 KB messages: ~120; large ones go one by one)
                 fit = (BATCH_FLUSH // 2) * st.msgs // max(st.bytes + 64 * st.msgs, 1)
-                run = st.read_run(sseq + 1, self.flt, max(16, min(want, budget, fit)))
+                if fit >= 16:
+                    run = st.read_run(sseq + 1, self.flt, min(want, budget, fit))
             if run is None:
                 buf.extend(st.read_rows(sseq + 1, self.flt, want))
                 if not buf:
