@@ -128,9 +128,9 @@ def _number_text(body: bytes, key: str) -> str:
     return text[j:k]
 
 
-_REPLY = operator.itemgetter(1)
-_HDR = operator.itemgetter(1)  # of a read_run row
-_DATA = operator.itemgetter(2)
+_REPLY = operator.itemgetter(1)  # of a Message
+_RUN_HDR = operator.itemgetter(1)  # of a read_run row
+_RUN_DATA = operator.itemgetter(2)
 
 
 class SubjectBytes(dict[str, bytes]):
@@ -891,7 +891,7 @@ class Consumer:
             return 0
         dest = self.deliver_subject
         n = len(run)
-        nbytes = sum(map(len, map(_HDR, run))) + sum(map(len, map(_DATA, run)))
+        nbytes = sum(map(len, map(_RUN_HDR, run))) + sum(map(len, map(_RUN_DATA, run)))
         if nbytes + 64 * n >= BATCH_FLUSH:
             return 0
         prefix = self._ack_prefix
