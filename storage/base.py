@@ -257,6 +257,19 @@ class Stream(ABC):
         StoredMsg does, but need not be StoredMsgs (a backend may skip building them)."""
         return self.read_batch(start, filter, limit)  # type: ignore[return-value]
 
+    def read_run(self, start: int, filter: FilterArg, limit: int) -> list[tuple[bytes, bytes, bytes, int]] | None:
+        """Every message from `start` on, at most `limit`, when none is missing and all match the filter:
+        (subject as bytes, hdr, data, ts) rows for the sequences start, start + 1, ... with no gap, so a
+        consumer derives each delivery's numbers from the row's place. None otherwise (a gap, a filter that
+        leaves some out): the caller goes message by message."""
+        hi = min(start + limit - 1, self.last_seq)
+        if start < self.first_seq or hi < start or not compile_filter(filter).all:
+            return None
+        rows = self.read_batch(start, None, hi - start + 1)
+        if len(rows) != hi - start + 1 or rows[-1].seq != hi:
+            return None
+        return [(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.data, m.ts) for m in rows]
+
     def load_prev(self, start: int, filter: FilterArg = None) -> StoredMsg | None:
         """Last message with seq <= start matching the filter(s)."""
         filt = compile_filter(filter)

@@ -398,3 +398,49 @@ async def test_append_run_on_a_deleted_stream(env: tuple[Store, bool]) -> None:
     store.delete_stream("GONE")
     with pytest.raises(StoreClosedError):
         st.append_run([("a", b"", b"x", 1, 0)])
+
+
+async def test_read_run_is_a_gapless_read_batch(env: tuple[Store, bool]) -> None:
+    """read_run (a push consumer's whole-run read) gives read_batch's messages as (subject bytes, hdr, data,
+    ts) rows, and only when they are start, start + 1, ... with none missing and none filtered out; a store
+    whose rows are all there and committed (or in memory) must give it."""
+    store, commit = env
+    st = store.create_stream("S", b"{}")
+    for i in range(300):
+        st.append(f"t.{i % 3}", b"NATS/1.0\r\nA: b\r\n\r\n" if i % 4 == 0 else b"", str(i).encode())
+        if i == 149:
+            await _settle(env)
+    for s in (1, 2, 100, 151, 152):
+        st.delete(s)
+    await _settle(env)
+    if commit:
+        st.delete(60)  # queued, not yet committed: a run over it is not gapless
+    gapless_runs = 0
+    for flt in (None, ">", "t.1", "t.*"):
+        for start in (0, 1, 3, 58, 61, 99, 101, 149, 150, 153, 298, 300, 301):
+            for limit in (1, 7, 40, 256):
+                want = st.read_batch(start, flt, limit)
+                got = st.read_run(start, flt, limit)
+                seqs = [m.seq for m in want]
+                gapless = (compile_filter(flt).all and start >= st.first_seq and bool(want)
+                           and seqs == list(range(start, start + len(want)))
+                           and len(want) == min(limit, st.last_seq - start + 1))
+                if got is not None:
+                    # all of them, or the ones up to where the writer has committed (the rest come next)
+                    assert gapless and got, (flt, start, limit)
+                    assert got == [(m.subject.encode(), m.hdr, m.data, m.ts) for m in want][:len(got)], \
+                        (flt, start, limit)
+                    gapless_runs += 1
+                elif gapless:
+                    raise AssertionError(f"no run where one is: {flt} {start} {limit}")
+    assert gapless_runs >= 20
+    # runs read one after another across where the writer has got to give every message once, in order
+    for i in range(5):
+        st.append("t.x", b"", b"late%d" % i)
+    got_all: list[tuple[bytes, bytes, bytes, int]] = []
+    nxt = 298
+    while (got := st.read_run(nxt, None, 256)) is not None:
+        got_all += got
+        nxt += len(got)
+    assert nxt == st.last_seq + 1 == 306
+    assert got_all == [(m.subject.encode(), m.hdr, m.data, m.ts) for m in st.read_batch(298, None, 256)]
