@@ -166,6 +166,12 @@ def _create(req: ApiRequest, durable_api: bool) -> dict[str, Any]:
         if not existing.config.get("durable_name") and not cfg.get("inactive_threshold"):
             cfg = _with_inactive(cfg)  # an ephemeral keeps its default, as nats-server stamps it
         existing.update(cfg)
+        if cfg.get("sourcing"):
+            # as nats-server's standalone updateConfig: a hub asking again for its source's consumer gets
+            # it back at the ack floor, nothing pending, consumer sequences from 1, so what went into a
+            # cut link comes again and the hub, seeing Last-Consumer 0 in the heartbeats, answers a flow
+            # control request lost in the cut rather than asking again forever
+            existing.reset(0)
         if identity:
             req.resp_hdr = make_headers([("Nats-Stream-Identity", identity)])
         return info_with_dynamic_metadata(existing.info())

@@ -19,6 +19,7 @@ reply through within a fraction of a second.
 from __future__ import annotations
 
 import socket
+import struct
 from typing import Any
 
 UNSENT_LOWAT = 64 * 1024  # kernel bytes not yet sent, past which the socket stops taking more (the floor)
@@ -54,7 +55,8 @@ def set_paced(transport: Any, on: bool, lowat: int = UNSENT_LOWAT) -> None:
     if sock is None or _NOTSENT_LOWAT is None:
         return
     try:
-        # 0xFFFFFFFF is "no limit", the kernel's default
-        sock.setsockopt(socket.IPPROTO_TCP, _NOTSENT_LOWAT, lowat if on else 0xFFFFFFFF)
+        # 0xFFFFFFFF is "no limit", the kernel's default: an unsigned int, which setsockopt's int form
+        # refuses (a TypeError that closed the link whenever a drain ended), so it goes as bytes
+        sock.setsockopt(socket.IPPROTO_TCP, _NOTSENT_LOWAT, struct.pack("=I", lowat if on else 0xFFFFFFFF))
     except OSError:  # not Linux (or too old): the drain still works, with the kernel's queue ahead
         pass

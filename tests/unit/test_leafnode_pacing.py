@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import struct
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from edged.leafnode import pacing
 from edged.leafnode.connection import BACKLOG_BYTES, BACKLOG_MAX
-from edged.leafnode.pacing import QUEUE_TIME, UNSENT_LOWAT, UNSENT_MAX, queue_sizes
+from edged.leafnode.pacing import QUEUE_TIME, UNSENT_LOWAT, UNSENT_MAX, queue_sizes, set_paced
 
 
 def test_a_slow_link_keeps_the_floors() -> None:
@@ -29,3 +35,36 @@ def test_sizes_stay_within_floor_and_ceiling(rate: float) -> None:
     assert UNSENT_LOWAT <= kernel <= UNSENT_MAX
     # never more than a tenth of a second of the link ahead, except the floors
     assert own <= max(BACKLOG_BYTES, rate * QUEUE_TIME) and kernel <= max(UNSENT_LOWAT, rate * QUEUE_TIME)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_pacing_turns_on_and_off_on_a_real_transport(loop: str) -> None:
+    """The kernel's unsent queue set small and back to "no limit" (0xFFFFFFFF, an unsigned int that the int
+    form of setsockopt refuses with a TypeError, which used to kill the link as a drain ended), on the
+    transports of both event loops edged runs on."""
+    if pacing._NOTSENT_LOWAT is None:
+        pytest.skip("no TCP_NOTSENT_LOWAT on this platform")
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        ev = uvloop.new_event_loop()
+    else:
+        ev = asyncio.new_event_loop()
+
+    async def main() -> list[int]:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, w = await asyncio.open_connection("127.0.0.1", port)
+        sock = w.transport.get_extra_info("socket")
+        seen = []
+        for on in (True, False, True, False):
+            set_paced(w.transport, on, 12345)
+            raw = sock.getsockopt(socket.IPPROTO_TCP, pacing._NOTSENT_LOWAT, 4)
+            seen.append(struct.unpack("=I", raw)[0])
+        w.close()
+        server.close()
+        return seen
+
+    try:
+        assert ev.run_until_complete(main()) == [12345, 0xFFFFFFFF, 12345, 0xFFFFFFFF]
+    finally:
+        ev.close()
