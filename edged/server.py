@@ -311,7 +311,7 @@ class Server:
             try:
                 await self.monitor.start()
             except OSError as e:
-                where = go_listen_error(o.http_host or "0.0.0.0", o.http_port, e)
+                where = go_listen_error(o.monitor_host(), o.http_port, e)
                 raise StartError(f"Can't start monitoring: can't listen to the monitor port: {where}") from None
         await self._start_listeners()
         log.info("Server is ready")

@@ -74,7 +74,7 @@ class MonitorServer:
         self.server = server
         self.state = state_of(server)
         self.port = 0
-        self.host = server.opts.http_host or "0.0.0.0"
+        self.host = server.opts.monitor_host()
         base = (server.opts.http_base_path or "").strip("/")
         self.base = "/" + base if base else ""
         self._srv: asyncio.base_events.Server | None = None

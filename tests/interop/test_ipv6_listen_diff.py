@@ -2,7 +2,8 @@
 net.Listen("tcp", "0.0.0.0:port"), one dual-stack socket, so `nats://[::1]:4222` reaches a server started
 with the default host, and so do the monitoring, MQTT, WebSocket and leafnode ports. An IPv4 client of such a
 socket is still reported as 127.0.0.1 (INFO client_ip), an IPv6 one as ::1; a host that is an IPv4 address
-listens on IPv4 only."""
+listens on IPv4 only, and the monitoring port without a host of its own listens on the client port's host
+(nats-server's setBaselineOptions)."""
 
 from __future__ import annotations
 
@@ -92,10 +93,13 @@ def _scenario(kind: str) -> dict[str, Any]:
         }
     finally:
         p.stop()
-    # an IPv4 address as the host: IPv4 only
-    p = ServerProcess(kind, ["-a", "127.0.0.1"]).start()
+    # an IPv4 address as the host: IPv4 only, and the monitoring port (no host of its own) takes that host too
+    http = free_port()
+    p = ServerProcess(kind, ["-a", "127.0.0.1"], http_port=http).start()
     try:
         out["nats [::1], host 127.0.0.1"] = _recv_some("::1", p.port, want=5)
+        out["monitoring [::1], host 127.0.0.1"] = _recv_some("::1", http, want=5)
+        out["monitoring 127.0.0.1, host 127.0.0.1"] = _http_status("127.0.0.1", http)
     finally:
         p.stop()
     return out
@@ -113,6 +117,8 @@ def test_wildcard_host_listens_on_ipv4_and_ipv6() -> None:
     assert got["websocket [::1]"] == b"HTTP/1.1 101 Switching Protocols"
     assert got["leafnode [::1]"] == b"INFO "
     assert got["nats [::1], host 127.0.0.1"] == b"refused"
+    assert got["monitoring [::1], host 127.0.0.1"] == b"refused"
+    assert got["monitoring 127.0.0.1, host 127.0.0.1"] == "200 OK"
 
 
 def test_dual_stack_socket_falls_back_where_asked_for_an_address() -> None:
