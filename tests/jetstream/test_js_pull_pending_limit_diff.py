@@ -44,8 +44,12 @@ def test_pull_batch_fills_a_limited_queue_as_on_nats_server() -> None:
     res = replies_of_both(_scenario, "pullpend-")
     for kind, rounds in res.items():
         for got in rounds:
-            # nats.py's own test allows 3 over the limit: the first messages may come in a read of their own
-            assert 50 <= got["kept"] <= 53, (kind, rounds)
             assert got["kept"] + got["dropped"] == 100, (kind, rounds)
             assert got["left"] == 0, (kind, rounds)
             assert got["delivered"] == 100, (kind, rounds)
+    # nats.py's own test allows 3 over the limit: the first messages may come in a read of their own.
+    # nats-server's writer races its consumer's goroutine, so on a busy machine a round now and then sees
+    # the first part of the batch written early (as edged's 32 were), keeping more; its usual framing is
+    # the whole batch in one write, which edged now gives every time
+    assert min(got["kept"] for got in res["nats-server"]) in range(50, 54), res["nats-server"]
+    assert all(got["kept"] in range(50, 54) for got in res["edged"]), res["edged"]
