@@ -13,14 +13,20 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# an editable install compiles none of our sources: compiled here, `edged run` starts from bytecode even
+# where PYTHONDONTWRITEBYTECODE is set (as the .deb's postinst does for /usr/lib/edged)
+COMPILE = $(BIN)/python -m compileall -q edged bridges storage hw pipeline >/dev/null
+
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e .
+	$(COMPILE)
 	touch $@
 
 # the pipeline's tests run Spark, which needs a Java 17 runtime: Debian's, installed when `java` is missing;
 # the MQTT tests run mosquitto_pub/sub and the mosquitto broker: Debian's, installed when missing
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[test,spark]'
+	$(COMPILE)
 	@command -v java >/dev/null 2>&1 || { \
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs it)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -57,7 +57,10 @@ def validate(opts: Options) -> None:
 
 
 def services(opts: Options) -> list[FrontDoor]:
-    """Services from outside edged/ that the configuration asks for: board health (hw/)."""
+    """Services from outside edged/ that the configuration asks for: board health (hw/), with an
+    `edged { hw { } }` block."""
+    if "hw" not in opts.edged:
+        return []
     from hw.health import register
 
     return [register]

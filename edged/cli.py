@@ -310,14 +310,20 @@ def validate(opts: Options) -> None:
         from edged.tlsconf import server_ssl_context
 
         server_ssl_context(opts.tls)
-    # edged's own blocks: `edged { creds { } hw { } doctor { } }` (their errors say which setting)
-    from edged.doctor import DoctorSettings
-    from edged.leafnode.credsfile import CredsSettings
-    from hw.health import HwSettings
+    # edged's own blocks: `edged { creds { } hw { } doctor { } }` (their errors say which setting); a block
+    # not there has nothing to check, so its module is not imported (start-up time)
+    if "creds" in opts.edged:
+        from edged.leafnode.credsfile import CredsSettings
 
-    CredsSettings.from_block(opts.edged)
-    HwSettings.from_block(opts.edged)
-    DoctorSettings.from_block(opts.edged)
+        CredsSettings.from_block(opts.edged)
+    if "hw" in opts.edged:
+        from hw.health import HwSettings
+
+        HwSettings.from_block(opts.edged)
+    if "doctor" in opts.edged:
+        from edged.doctor import DoctorSettings
+
+        DoctorSettings.from_block(opts.edged)
 
 
 def _read_pid(target: str) -> str:

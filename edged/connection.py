@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from edged.listener import peer_address
 from edged.log import log
 from edged.protocol import frame_run
 from edged.reads import SlicedReads
@@ -74,7 +75,7 @@ class Connection(SlicedReads, Receiver):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         if peer:
-            self.host, self.port = peer[0], peer[1]
+            self.host, self.port = peer_address(peer)
         self._connected(transport)
 
     def _connected(self, transport: Any) -> None:

@@ -341,7 +341,7 @@ class Options:
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
     client_advertise: str = ""
-    http_host: str = "0.0.0.0"
+    http_host: str = ""  # "" = the client port's host (`monitor_host`)
     http_port: int = 0  # 0 = monitoring off; -1 = random
     http_base_path: str = ""
     # limits
@@ -399,6 +399,11 @@ class Options:
     config_file: str = ""
     config_digest: str = ""  # /varz config_digest: "sha256:<hex>" of the parsed file (config.load_options)
     warnings: list[ConfigWarning] = field(default_factory=list)
+
+    def monitor_host(self) -> str:
+        """Where the monitoring port listens: its own host, else the client port's, as nats-server's
+        setBaselineOptions does (`-a 127.0.0.1 -m 8222` keeps monitoring on the loopback too)."""
+        return self.http_host or self.host or "0.0.0.0"
 
     def effective_auth_timeout(self) -> float:
         if self.auth_timeout > 0:

@@ -21,7 +21,7 @@ from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.client import ClientConnection
 from edged.connection import Connection
 from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
-from edged.listener import Listener
+from edged.listener import Listener, dual_stack_socket
 from edged.log import log
 from edged.options import Options, Permissions
 from edged.receiver import ReadContext
@@ -311,7 +311,7 @@ class Server:
             try:
                 await self.monitor.start()
             except OSError as e:
-                where = go_listen_error(o.http_host or "0.0.0.0", o.http_port, e)
+                where = go_listen_error(o.monitor_host(), o.http_port, e)
                 raise StartError(f"Can't start monitoring: can't listen to the monitor port: {where}") from None
         await self._start_listeners()
         log.info("Server is ready")
@@ -335,16 +335,14 @@ class Server:
                         ssl_handshake_timeout=tls.timeout if handshake_first and tls else None)
 
     async def _listen(self, lst: Listener) -> None:
+        port = lst.port if lst.port != -1 else 0
         try:
-            srv = await self.loop.create_server(
-                lst.factory,
-                host=lst.host,
-                port=lst.port if lst.port != -1 else 0,
-                reuse_address=True,
-                ssl=lst.ssl,
-                ssl_handshake_timeout=lst.ssl_handshake_timeout,
-                backlog=1024,
-            )
+            # a wildcard host listens on IPv4 and IPv6 as nats-server does, where the kernel has IPv6
+            sock = dual_stack_socket(lst.host, port)
+            where: dict[str, Any] = {"sock": sock} if sock is not None else \
+                {"host": lst.host, "port": port, "reuse_address": True, "backlog": 1024}
+            srv = await self.loop.create_server(lst.factory, ssl=lst.ssl,
+                                                ssl_handshake_timeout=lst.ssl_handshake_timeout, **where)
         except OSError as e:
             raise listen_error(lst.host, lst.port, e) from None
         for s in srv.sockets:

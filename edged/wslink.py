@@ -28,6 +28,7 @@ from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 from websockets.typing import ExtensionName
 
+from edged.listener import peer_address
 from edged.log import log
 
 # nats-server sends nothing smaller compressed (wsCompressThreshold)
@@ -143,7 +144,8 @@ class WSLink(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         if peer:
-            self.peer = f"{peer[0]}:{peer[1]}"
+            host, port = peer_address(peer)
+            self.peer = f"{host}:{port}"
         self._started()
 
     def _started(self) -> None:

@@ -279,6 +279,11 @@ class Stream(ABC):
             return m  # type: ignore[no-any-return]
         return None
 
+    def newest_first(self, start: int) -> Iterator[StoredMsg]:
+        """Messages with seq <= start, newest first, read in chunks: a walk back over the latest ones (a
+        restart's duplicate window) costs a read per chunk, where load_prev costs one per message."""
+        return self._scan(self.first_seq, min(start, self.last_seq), compile_filter(None), True, True)
+
     def load_last(self, filter: FilterArg = None) -> StoredMsg | None:
         """Last message whose subject matches the filter (wildcards allowed)."""
         return self.load_prev(self.last_seq, filter)

@@ -36,8 +36,11 @@ NS = 1_000_000_000
 FC_MAX_PENDING = 32 * 1024 * 1024
 FC_START_WINDOW = FC_MAX_PENDING // 16
 READ_AHEAD_MAX = 512  # messages a consumer reads ahead at most (memory bound)
-BATCH_FLUSH = 256 * 1024  # bytes of messages handed to the client connection at once (with ~64 per message)
-EARLY_BATCH = 32  # a big batch: these first messages are written at once, before the rest are built
+BATCH_FLUSH = 256 * 1024  # bytes of messages handed to a leafnode at once (with ~64 per message)
+# bytes of a batch written to a client at once while the rest are built: nats-server's writer holds a
+# client's output while a producer is still adding to it, until this much is pending (client.go, writeLoop,
+# maxBufSize), so a small batch leaves in one write and a client's pending limits see it whole
+WRITE_AT = 64 * 1024
 
 _enc = msgspec.json.Encoder().encode
 _dec = msgspec.json.Decoder()
@@ -765,8 +768,8 @@ class Consumer:
         routed: Any = None
         dest_b = dest.encode("utf-8", "surrogateescape")
         # a connection that takes batches with no per-message check is handed the messages in one call
-        # per BATCH_FLUSH bytes: no deliver() call per message; a leafnode takes them with the subject they
-        # were routed by (deliver_routed_batch)
+        # per WRITE_AT bytes, each written at once: no deliver() call per message; a leafnode takes them
+        # per BATCH_FLUSH bytes with the subject they were routed by (deliver_routed_batch)
         batch: list[Message] | None = None
         conn: Any = None
         routed_batch = False
@@ -805,7 +808,7 @@ class Consumer:
             dseq = self.dseq
             np: int = self._np or 0
             last = st.last_seq
-            early = EARLY_BATCH if limit > 2 * EARLY_BATCH and not routed_batch else -1
+            chunk = BATCH_FLUSH if routed_batch else WRITE_AT
             hand = (lambda b, nb: conn.deliver_routed_batch(direct, dest_b, b, nb)) if routed_batch else \
                 (lambda b, nb: conn.deliver_batch(direct, b, nb))
             while sent < limit and buf:  # a receiver's re-entrant ack may have emptied it
@@ -836,11 +839,11 @@ class Consumer:
                         fc_sz += size
                     if fc_due or fcb > window:
                         break
-                if fsize + fbytes >= BATCH_FLUSH or sent == early:
+                if fsize + fbytes >= chunk:
                     self.dseq, self.sseq, self._np = dseq, seq, np
                     hand(batch, fsize)
-                    if sent == early:
-                        conn.flush()  # the client starts on the first messages while the rest are built
+                    if not routed_batch:
+                        conn.flush()  # the client starts on these while the rest are built
                     batch = []
                     append = batch.append
                     fsize = fbytes = 0

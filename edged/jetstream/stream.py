@@ -1239,17 +1239,14 @@ class Stream:
         cutoff = time.time_ns() - self.dup_window
         last = self.store.load(self.store.last_seq)
         self.last_msg_id = (get_header(last.hdr, "Nats-Msg-Id") or "") if last is not None and last.hdr else ""
-        seq = self.store.last_seq
-        n = 0
-        while seq > 0 and n < 100_000:
-            m = self.store.load_prev(seq)
-            if m is None or m.ts < cutoff:
+        if self.dup_window <= 0:
+            return
+        for n, m in enumerate(self.store.newest_first(self.store.last_seq)):
+            if m.ts < cutoff or n >= 100_000:
                 break
             mid = get_header(m.hdr, "Nats-Msg-Id") if m.hdr else None
             if mid and mid not in self.dedupe:
                 self.dedupe[mid] = (m.seq, m.ts)
-            seq = m.seq - 1
-            n += 1
 
     # ------------------------------------------------------------------ views
 

@@ -35,7 +35,7 @@ from edged.leafnode.codec import (
 )
 from edged.leafnode.connection import LeafConnection
 from edged.leafnode.pacing import tune_link_socket
-from edged.listener import Listener
+from edged.listener import Listener, peer_address
 from edged.log import TRACE, log
 from edged.protocol import CRLF
 from edged.receiver import KIND_LEAF, Subscription
@@ -459,7 +459,7 @@ class LeafAcceptor:
         host = o.host
         if host in ("", "0.0.0.0", "::") and conn is not None and conn.transport is not None:
             sn = conn.transport.get_extra_info("sockname")
-            host = sn[0] if sn else host
+            host = peer_address(sn)[0] if sn else host  # on a dual-stack port: 127.0.0.1, not ::ffff:127.0.0.1
         return host or "0.0.0.0", self.port
 
     def info(self, conn: AcceptedLeafConnection) -> dict[str, Any]:

@@ -5,52 +5,32 @@ documents.py builds the JSON documents from the Server; httpserver.py serves the
 metrics.py renders /metrics, sysreqs.py answers the system-account requests; request.py and encoding.py
 read options and write JSON the way nats-server's Go code does, so tools written for nats-server (nats
 CLI, prometheus-nats-exporter, dashboards) read edged unchanged.
+
+The names below are imported on first use, not with the package: the server imports sysreqs always and
+httpserver only with a monitoring port, so a server without one does not load the HTTP side (start-up).
 """
 
-from edged.monitor.documents import (
-    ConnzOptions,
-    HealthzOptions,
-    JszOptions,
-    SubszOptions,
-    account_info,
-    accountz,
-    accstatz,
-    connz,
-    gatewayz,
-    healthz,
-    jsz,
-    leafz,
-    routez,
-    subsz,
-    varz,
-)
-from edged.monitor.encoding import to_json
-from edged.monitor.httpserver import MonitorServer
-from edged.monitor.metrics import metrics
-from edged.monitor.request import MonitorError, parse_bool, parse_int
-from edged.monitor.sysreqs import install_system_handlers
+from __future__ import annotations
 
-__all__ = [
-    "ConnzOptions",
-    "HealthzOptions",
-    "JszOptions",
-    "MonitorError",
-    "MonitorServer",
-    "SubszOptions",
-    "account_info",
-    "accountz",
-    "accstatz",
-    "connz",
-    "gatewayz",
-    "healthz",
-    "install_system_handlers",
-    "jsz",
-    "leafz",
-    "metrics",
-    "parse_bool",
-    "parse_int",
-    "routez",
-    "subsz",
-    "to_json",
-    "varz",
-]
+import importlib
+from typing import Any
+
+_FROM = {
+    **dict.fromkeys(("ConnzOptions", "HealthzOptions", "JszOptions", "SubszOptions", "account_info", "accountz",
+                     "accstatz", "connz", "gatewayz", "healthz", "jsz", "leafz", "routez", "subsz", "varz"),
+                    "documents"),
+    "to_json": "encoding",
+    "MonitorServer": "httpserver",
+    "metrics": "metrics",
+    **dict.fromkeys(("MonitorError", "parse_bool", "parse_int"), "request"),
+    "install_system_handlers": "sysreqs",
+}
+
+__all__ = sorted(_FROM)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _FROM.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)

@@ -265,7 +265,7 @@ def varz(server: Server) -> dict[str, Any]:
     v |= {
         "ping_interval": int(o.ping_interval * 1e9),
         "ping_max": o.ping_max,
-        "http_host": o.http_host,
+        "http_host": o.monitor_host(),
         "http_port": http_port,
         "http_base_path": o.http_base_path,
         "https_port": 0,

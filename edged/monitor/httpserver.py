@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION, __version__
+from edged.listener import dual_stack_socket
 from edged.log import log
 from edged.monitor.backlog import tracker_of
 from edged.monitor.documents import (
@@ -73,7 +74,7 @@ class MonitorServer:
         self.server = server
         self.state = state_of(server)
         self.port = 0
-        self.host = server.opts.http_host or "0.0.0.0"
+        self.host = server.opts.monitor_host()
         base = (server.opts.http_base_path or "").strip("/")
         self.base = "/" + base if base else ""
         self._srv: asyncio.base_events.Server | None = None
@@ -98,10 +99,11 @@ class MonitorServer:
 
     async def start(self) -> None:
         port = self.server.opts.http_port
-        self._srv = await asyncio.start_server(
-            self._handle, host=self.host, port=0 if port == -1 else port, reuse_address=True,
-            limit=MAX_HEADER_BYTES,
-        )
+        port = 0 if port == -1 else port
+        sock = dual_stack_socket(self.host, port)  # a wildcard host: IPv4 and IPv6, as nats-server
+        where: dict[str, Any] = {"sock": sock} if sock is not None else \
+            {"host": self.host, "port": port, "reuse_address": True}
+        self._srv = await asyncio.start_server(self._handle, limit=MAX_HEADER_BYTES, **where)
         self.port = self._srv.sockets[0].getsockname()[1]
         log.info("Starting http monitor on %s:%d", self.host, self.port)
         tracker_of(self.server).start()  # rates need history: sampled from now on, not on first request

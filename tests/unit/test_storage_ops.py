@@ -131,6 +131,19 @@ async def test_load_next_and_last_filters(env: tuple[Store, bool]) -> None:
     assert st.state(subjects_filter="b.*").subjects == {"b.1": 1, "b.2": 1}
 
 
+async def test_newest_first_walks_back_over_live_messages(env: tuple[Store, bool]) -> None:
+    """More messages than one read takes, some removed: each live one once, newest first, with its payload."""
+    st = await _fill(env, [f"s.{i % 3}" for i in range(200)])
+    for seq in (200, 150, 7):
+        st.delete(seq)
+    await _settle(env)
+    got = [(m.seq, m.data) for m in st.newest_first(180)]
+    want = [(s, f"m{s}".encode()) for s in range(180, 0, -1) if s not in (150, 7)]
+    assert got == want
+    assert [m.seq for m in st.newest_first(10_000)][:2] == [199, 198]
+    assert list(st.newest_first(0)) == []
+
+
 async def test_delete_interior_first_last(env: tuple[Store, bool]) -> None:
     st = await _fill(env, ["a", "b", "c", "d", "e"])
     assert st.delete(3) is True
