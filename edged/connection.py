@@ -98,11 +98,8 @@ class Connection(SlicedReads, Receiver):
                 if srv._flushq:
                     srv.flush_now()
             finally:
-                # what could wait for the output (a consumer's acks, deliveries of what the read stored) is
-                # done while the peer reads it, and its output written now, not a loop turn later
+                # what could wait for the output (a consumer's acks) is done while the peer reads it
                 ctx.end()
-            if srv._flushq:
-                srv.flush_now()
 
     def process(self, events: list[Any]) -> None:
         raise NotImplementedError

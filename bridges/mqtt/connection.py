@@ -222,8 +222,6 @@ class MQTTConnection(Connection):
                         srv.flush_now()
                 finally:
                     ctx.end()
-                if srv._flushq:
-                    srv.flush_now()
                 if aw is None:
                     break
         finally:

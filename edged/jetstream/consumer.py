@@ -448,7 +448,7 @@ class Consumer:
                 # it comes right after what this consumer has been through (delivered, found not its own, or
                 # read ahead): it joins the read-ahead with no read of the store
                 buf.append(row)
-        self.kick_after_read()
+        self.kick()
         return True
 
     def on_removed(self, first_seq: int, seqs: Any = ()) -> None:
@@ -533,19 +533,6 @@ class Consumer:
         if not self._kick_scheduled and not self.closed:
             self._kick_scheduled = True
             self.loop.call_soon(self._deliver_loop)
-
-    def kick_after_read(self) -> None:
-        """A message stored by a socket read is delivered at that read's end, after its commit and the
-        flush of its replies (the publisher's PubAcks or PUBACKs go out first), not a loop turn later: the
-        publisher is answered before the delivery work, and the subscriber gets the message in the same
-        turn. Outside a read, `kick`."""
-        if self._kick_scheduled or self.closed:
-            return
-        if self.reading.active:
-            self._kick_scheduled = True
-            self.reading.defer(self._deliver_loop)
-        else:
-            self.kick()
 
     # ------------------------------------------------------------------ delivery
 
