@@ -120,19 +120,8 @@ _INSERT_INTO = "INSERT INTO msgs(rowid, stream, subject, hdr, data, ts, ttl, exp
 _ROW = "(?,?,?,?,?,?,?,?,?)"
 _INSERT = _INSERT_INTO + _ROW
 # statements for many rows at once (see _execute_rows), by row count; 9 parameters a row: 576 at most,
-# under the 999 of old SQLite builds. A build that allows more (3.32 on: 32766) takes up to 1024 rows a
-# statement (`_insert_statements`)
+# under the 999 of old SQLite builds
 _INSERTS = {k: _INSERT_INTO + ",".join([_ROW] * k) for k in (64, 16, 4, 1)}
-_INSERTS_BIG = {k: _INSERT_INTO + ",".join([_ROW] * k) for k in (1024, 256)}
-
-
-def _insert_statements(max_params: int) -> dict[int, str]:
-    """The insert statements a connection whose SQLite allows `max_params` parameters a statement runs, the
-    largest first: a backlog stored by a fast publisher commits in thousands of rows, and a statement of
-    1024 rows costs a fifth less CPU per row than 64 rows (measured: 2.4-2.6 against 3.0-3.1 us a row
-    with the subject index)."""
-    big = {k: sql for k, sql in _INSERTS_BIG.items() if 9 * k <= max_params}
-    return big | _INSERTS
 _DELETE_ONE = "DELETE FROM msgs WHERE rowid = ?"
 _DELETES = {k: "DELETE FROM msgs WHERE rowid IN (" + ",".join("?" * k) + ")" for k in (64, 16, 4)} | {1: _DELETE_ONE}
 _DELETE_RANGE = "DELETE FROM msgs WHERE rowid BETWEEN ? AND ?"
@@ -797,7 +786,6 @@ class SQLiteStore(Store):
         self.commit_listeners: list[Callable[[asyncio.Future[None]], None]] = []
         self._dirty = False  # commits since the last fsync/checkpoint
         self.commits = 0  # number of committed batches (observability, benchmarks)
-        self._inserts = _INSERTS  # by the writer connection's parameter limit once open (_open_writer)
         self._wal_pages = 0  # estimated WAL pages written since the last checkpoint was submitted
         # Limit removals (row keys) held out of the commits publishers wait on (`_drop_later`): committed
         # with the next batch that is not such a commit, or on their own within LATER_DELAY. A crash
@@ -846,7 +834,6 @@ class SQLiteStore(Store):
         if self._max_page_count is not None:
             c.execute(f"PRAGMA max_page_count = {int(self._max_page_count)}")
         c.executescript(_SCHEMA)
-        self._inserts = _insert_statements(c.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
         c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         ver = c.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
         if int(ver) != SCHEMA_VERSION:
@@ -1071,7 +1058,7 @@ class SQLiteStore(Store):
             if b.creates:
                 c.executemany(_STREAM_INSERT, b.creates)
             if b.inserts:
-                _execute_rows(c, self._inserts, b.inserts)
+                _execute_rows(c, _INSERTS, b.inserts)
             if b.deletes:
                 _execute_rows(c, _DELETES, b.deletes)
             if b.ranges:
