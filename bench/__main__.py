@@ -35,7 +35,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "offline": ("bench.offline",),
     "mqtt": ("bench.mqtt",),
 }
-DEFAULT = ("core", "js", "leaf", "offline", "storage", "pipe", "mqtt")
+DEFAULT = ("core", "js", "jsl2", "leaf", "offline", "storage", "pipe", "mqtt")
 
 
 def entry(mod: ModuleType) -> Callable[[Report], Any] | None:
