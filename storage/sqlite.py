@@ -555,12 +555,17 @@ class SQLiteStream(Stream):
         return next((k for k in self._pend if k >= lo), self.last_seq + 1)
 
     # ---- removal primitives --------------------------------------------------------------------
-    def _drop_one(self, seq: int) -> None:
+    def _uncache(self, seq: int) -> None:
+        """A removed row leaves what is kept in memory to save reads: the recently stored rows and the
+        live sequences read ahead (cleared when it falls among them)."""
         if self._recent:
             self._recent.pop(seq, None)
         front = self._front
         if front and front[0] <= seq <= front[-1]:
             front.clear()
+
+    def _drop_one(self, seq: int) -> None:
+        self._uncache(seq)
         b = self._store._batch()
         b.deletes.append((self._base + seq,))
         b.touched[self._sid] = self
@@ -579,11 +584,7 @@ class SQLiteStream(Stream):
         if seq >= self.last_seq:
             self._drop_one(seq)
             return
-        if self._recent:
-            self._recent.pop(seq, None)
-        front = self._front
-        if front and front[0] <= seq <= front[-1]:
-            front.clear()
+        self._uncache(seq)
         store = self._store
         store._later.append((self._base + seq,))
         store._later_soon()
@@ -595,11 +596,7 @@ class SQLiteStream(Stream):
         it is (a publish's, most often, whose pages it shares: it was stored just before), or on its own
         within LATER_DELAY; the acks of a run cost no commit of their own. The last message's removal
         writes the stream row in that commit too (see _load_state)."""
-        if self._recent:
-            self._recent.pop(seq, None)
-        front = self._front
-        if front and front[0] <= seq <= front[-1]:
-            front.clear()
+        self._uncache(seq)
         store = self._store
         store._ride.append((self._base + seq,))
         if seq >= self.last_seq:
