@@ -6,15 +6,11 @@ a kill -9."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import tempfile
 from typing import Any
 
-import nats
-
-from tests.support.aio import run
-from tests.support.servers import KINDS, ServerProcess
+from tests.support.jsutil import across_kill9
+from tests.support.servers import KINDS
 
 _FUTURE = "2200-01-01T00:00:00Z"
 
@@ -95,24 +91,8 @@ async def _after_restart(nc: Any) -> list[Any]:
     return out
 
 
-async def _session(url: str, body: Any) -> list[Any]:
-    nc = await nats.connect(url)
-    try:
-        return await body(nc)
-    finally:
-        await nc.close()
-
-
 def _of(kind: str) -> list[Any]:
-    p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="js-reset-")]).start()
-    try:
-        out = run(_session(p.url, _first), timeout=120)
-        run(asyncio.sleep(0.2))  # the state nats-server writes behind
-        p.kill9()
-        p.start()
-        return out + run(_session(p.url, _after_restart), timeout=60)
-    finally:
-        p.stop()
+    return across_kill9(kind, _first, _after_restart, "js-reset-", settle=0.2, after_timeout=60)
 
 
 def test_consumer_reset_as_nats_server() -> None:

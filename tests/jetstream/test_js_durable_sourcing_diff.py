@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from typing import Any
 
-import nats
-
-from tests.support.aio import run
-from tests.support.servers import KINDS, ServerProcess
+from tests.support.jsutil import across_kill9
+from tests.support.servers import KINDS
 
 
 async def _req(nc: Any, subject: str, body: Any) -> Any:
@@ -128,24 +125,8 @@ async def _after_restart(nc: Any) -> list[Any]:
     return out
 
 
-async def _session(url: str, body: Any) -> list[Any]:
-    nc = await nats.connect(url)
-    try:
-        return await body(nc)
-    finally:
-        await nc.close()
-
-
 def _of(kind: str) -> list[Any]:
-    p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix="js-dursrc-")]).start()
-    try:
-        out = run(_session(p.url, _first), timeout=120)
-        run(asyncio.sleep(0.3))
-        p.kill9()
-        p.start()
-        return out + run(_session(p.url, _after_restart), timeout=120)
-    finally:
-        p.stop()
+    return across_kill9(kind, _first, _after_restart, "js-dursrc-", settle=0.3, after_timeout=120)
 
 
 def test_durable_sourcing_as_nats_server() -> None:

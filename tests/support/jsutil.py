@@ -51,6 +51,29 @@ def replies_of_both(scenario: Any, prefix: str) -> dict[str, list[Any]]:
     return res
 
 
+def across_kill9(kind: str, first: Any, after: Any, prefix: str, settle: float = 0.3,
+                 after_timeout: float = 120) -> list[Any]:
+    """`first(nc)` on a fresh JetStream server of `kind`, kill -9 once `settle` seconds have let the state
+    nats-server writes behind reach its files, a restart on the same store, then `after(nc)`: the two
+    results, one list."""
+    async def session(url: str, body: Any) -> list[Any]:
+        nc = await nats.connect(url)
+        try:
+            return await body(nc)
+        finally:
+            await nc.close()
+
+    p = ServerProcess(kind, ["-js", "-sd", tempfile.mkdtemp(prefix=prefix)]).start()
+    try:
+        out = run(session(p.url, first), timeout=120)
+        run(asyncio.sleep(settle))
+        p.kill9()
+        p.start()
+        return out + run(session(p.url, after), timeout=after_timeout)
+    finally:
+        p.stop()
+
+
 def case_stream(base: str, *case: object) -> str:
     """A stream name of its own for one case of a scenario's loop, e.g. `case_stream("PP", 3)` = "PP_3".
     nats-server removes a deleted stream's files in the background and renames the directory first, and a
