@@ -243,6 +243,34 @@ def _execute_rows(c: sqlite3.Connection, sqls: dict[int, str], rows: list[tuple[
             i += k
 
 
+_PLAIN = 64  # rows of a plain insert statement (see _insert_rows)
+_PLAIN_INSERTS: dict[int, str] = {}  # stream id -> its plain insert statement
+
+
+def _insert_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """`_execute_rows` for inserts, where each 64 rows of one stream without headers or TTLs (a mirror's
+    backlog, plain publishes) go as a statement with those columns written in it: five parameters a row
+    instead of nine. Binding holds the GIL, which the event loop then waits for, and an empty header
+    bound as a blob costs as much as the payload's (measured: 2.6 against 3.1 us a row)."""
+    i = 0
+    n = len(rows)
+    k = _PLAIN
+    chain = itertools.chain.from_iterable
+    while n - i >= k:
+        chunk = rows[i : i + k]
+        rowid, sid, subject, hdr, data, ts, ttl, expires, size = zip(*chunk, strict=True)
+        if sid.count(sid[0]) == k and hdr.count(b"") == k and ttl.count(0) == k and expires.count(0) == k:
+            sql = _PLAIN_INSERTS.get(sid[0])
+            if sql is None:
+                sql = _PLAIN_INSERTS[sid[0]] = _INSERT_INTO + ",".join([f"(?,{int(sid[0])},?,X'',?,?,0,0,?)"] * k)
+            c.execute(sql, list(chain(zip(rowid, subject, data, ts, size, strict=True))))
+        else:
+            c.execute(_INSERTS[k], list(chain(chunk)))
+        i += k
+    if i < n:
+        _execute_rows(c, _INSERTS, rows[i:])
+
+
 _size_of = operator.itemgetter(8)  # an insert row's stored size
 
 
@@ -1060,7 +1088,7 @@ class SQLiteStore(Store):
             if b.creates:
                 c.executemany(_STREAM_INSERT, b.creates)
             if b.inserts:
-                _execute_rows(c, _INSERTS, b.inserts)
+                _insert_rows(c, b.inserts)
             if b.deletes:
                 _execute_rows(c, _DELETES, b.deletes)
             if b.ranges:
