@@ -10,7 +10,8 @@ recreates the consumer from the next sequence it needs when a heartbeat or a seq
 missed something, when no heartbeat came for 5 s, or when a leafnode link comes up. Attempts are at least
 2 s apart, 10 s more per failure up to 2 min, so an unreachable origin costs one request now and then.
 A backlog arrives in runs (a leafnode hands over what one read brought, `Receiver.deliver_routed_batch`):
-a run is checked message by message but stored with one call, before the flow control answer after it.
+a run is stored with one call, before the flow control answer after it; a plain gapless run is checked once
+on columns (`_take_whole`), any other message by message.
 
 Nothing but the stored messages is kept: a mirror resumes after its last sequence, a source after the
 origin sequence in the last `Nats-Stream-Source` header it wrote (nats-server's startingSequenceForSources),
