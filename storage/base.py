@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -136,11 +136,14 @@ class Stream(ABC):
         """Store one message. Returns (seq, ts_ns, committed). `ttl` is in ns (0 = none). `size` is
         `msg_size(subject, hdr, data)` when the caller has it already (0: computed here)."""
 
-    def append_run(self, msgs: list[tuple[str, bytes, bytes, int, int]]) -> None:
-        """`append` of each (subject, hdr, data, ts, size) in turn, at consecutive sequences, without a TTL (a
-        mirror's run of deliveries); a backend may do it in one go. Committed with what else is queued."""
+    def append_run(self, subjects: Sequence[str], hdrs: Sequence[bytes], datas: Sequence[bytes], tss: Sequence[int],
+                   sizes: Sequence[int]) -> None:
+        """`append` of each message in turn (the i-th of each column), at consecutive sequences, without a TTL
+        (a mirror's run of deliveries); a backend may do it in one go. Columns, not rows: a run arrives as
+        columns and a backend builds its rows from them without a Python step per message. Committed with
+        what else is queued."""
         append = self.append
-        for subject, hdr, data, ts, size in msgs:
+        for subject, hdr, data, ts, size in zip(subjects, hdrs, datas, tss, sizes, strict=True):
             append(subject, hdr, data, ts, 0, size)
 
     @abstractmethod

@@ -56,8 +56,8 @@ import operator
 import os
 import sqlite3
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -243,6 +243,34 @@ def _execute_rows(c: sqlite3.Connection, sqls: dict[int, str], rows: list[tuple[
             i += k
 
 
+_PLAIN = 64  # rows of a plain insert statement (see _insert_rows)
+_PLAIN_INSERTS: dict[int, str] = {}  # stream id -> its plain insert statement
+
+
+def _insert_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """`_execute_rows` for inserts, where each 64 rows of one stream without headers or TTLs (a mirror's
+    backlog, plain publishes) go as a statement with those columns written in it: five parameters a row
+    instead of nine. Binding holds the GIL, which the event loop then waits for, and an empty header
+    bound as a blob costs as much as the payload's (measured: 2.6 against 3.1 us a row)."""
+    i = 0
+    n = len(rows)
+    k = _PLAIN
+    chain = itertools.chain.from_iterable
+    while n - i >= k:
+        chunk = rows[i : i + k]
+        rowid, sid, subject, hdr, data, ts, ttl, expires, size = zip(*chunk, strict=True)
+        if sid.count(sid[0]) == k and hdr.count(b"") == k and ttl.count(0) == k and expires.count(0) == k:
+            sql = _PLAIN_INSERTS.get(sid[0])
+            if sql is None:
+                sql = _PLAIN_INSERTS[sid[0]] = _INSERT_INTO + ",".join([f"(?,{int(sid[0])},?,X'',?,?,0,0,?)"] * k)
+            c.execute(sql, list(chain(zip(rowid, subject, data, ts, size, strict=True))))
+        else:
+            c.execute(_INSERTS[k], list(chain(chunk)))
+        i += k
+    if i < n:
+        _execute_rows(c, _INSERTS, rows[i:])
+
+
 _size_of = operator.itemgetter(8)  # an insert row's stored size
 
 
@@ -325,39 +353,44 @@ class SQLiteStream(Stream):
         subs[subject] = subs.get(subject, 0) + 1
         return seq, ts, b.fut
 
-    def append_run(self, msgs: list[tuple[str, bytes, bytes, int, int]]) -> None:
-        """`append` of each message in turn, with the checks and the batch lookup done once."""
-        if not msgs:
+    def append_run(self, subjects: Sequence[str], hdrs: Sequence[bytes], datas: Sequence[bytes], tss: Sequence[int],
+                   sizes: Sequence[int]) -> None:
+        """`append` of each message in turn, with the checks and the batch lookup done once and the rows built
+        by zip and map (no Python step per message)."""
+        n = len(subjects)
+        if not n:
             return
         if self._dead:
             raise StoreClosedError(f"stream {self.name!r} is closed or deleted")
         seq = self.last_seq
-        if seq + len(msgs) > SEQ_MASK:
+        if seq + n > SEQ_MASK:
             raise StoreError("sequence space exhausted (2**44)")
+        if not all(tss):
+            tss = [ts or time.time_ns() for ts in tss]
+        if not all(sizes):
+            msg_size = self.msg_size
+            sizes = [size or msg_size(*m) for size, *m in zip(sizes, subjects, hdrs, datas, strict=True)]
         b = self._store._batch()
         b.touched[self._sid] = self
-        add = b.inserts.append
-        pend = self._pend
+        base = self._base + seq
+        rep = itertools.repeat
+        rows = list(zip(range(base + 1, base + n + 1), rep(self._sid, n), subjects, hdrs, datas, tss, rep(0, n),
+                        rep(0, n), sizes, strict=True))
+        b.inserts += rows
+        seqs = range(seq + 1, seq + n + 1)
+        self._pend.update(zip(seqs, rows, strict=True))
+        if self.track_recent:
+            recent = self._recent
+            if len(recent) + n > RECENT_MAX:
+                recent.clear()
+            recent.update(zip(seqs, zip(subjects, sizes, strict=True), strict=True))
         subs = self.subjects
-        base = self._base
-        sid = self._sid
-        total = 0
-        ts = 0
-        for subject, hdr, data, ts, size in msgs:
-            seq += 1
-            if not ts:
-                ts = time.time_ns()
-            if not size:
-                size = (34 + _blen(subject) + len(hdr) + len(data)) if hdr else (30 + _blen(subject) + len(data))
-            row = (base + seq, sid, subject, hdr, data, ts, 0, 0, size)
-            add(row)
-            pend[seq] = row
-            total += size
-            subs[subject] = subs.get(subject, 0) + 1
-        self.last_seq = seq
-        self.last_ts = ts
-        self.msgs += len(msgs)
-        self.bytes += total
+        for subject, k in Counter(subjects).items():
+            subs[subject] = subs.get(subject, 0) + k
+        self.last_seq = seq + n
+        self.last_ts = tss[-1]
+        self.msgs += n
+        self.bytes += sum(sizes)
 
     def durable(self) -> Awaitable[None]:
         return self._store.durable()
@@ -1055,7 +1088,7 @@ class SQLiteStore(Store):
             if b.creates:
                 c.executemany(_STREAM_INSERT, b.creates)
             if b.inserts:
-                _execute_rows(c, _INSERTS, b.inserts)
+                _insert_rows(c, b.inserts)
             if b.deletes:
                 _execute_rows(c, _DELETES, b.deletes)
             if b.ranges:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import operator
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -939,18 +941,52 @@ class Stream:
     def _append_stretch(self, stretch: list[tuple[str, bytes, bytes, int, int]], consumers: list[Any]) -> Exception | None:
         if not stretch:
             return None
-        store = self.store
+        subjects, hdrs, payloads, tss, sizes = zip(*stretch, strict=True)
         try:
-            store.append_run(stretch)
+            self.store.append_run(subjects, hdrs, payloads, tss, sizes)
         except StoreError as e:
             return e
+        self._woken(subjects, consumers)
+        return None
+
+    def _woken(self, subjects: Sequence[str], consumers: list[Any]) -> None:
+        """The consumers told of a run just appended (its last message is the stream's last)."""
         if consumers:
-            seq = store.last_seq - len(stretch)
-            for m in stretch:
+            seq = self.store.last_seq - len(subjects)
+            for subject in subjects:
                 seq += 1
                 for c in consumers:
-                    c.on_msg(seq, m[0])
-        return None
+                    c.on_msg(seq, subject)
+
+    def store_synced_whole(self, subjects: list[str], hdrs: list[bytes], payloads: list[bytes], tss: list[int],
+                           seq: int) -> bool:
+        """A run its mirror or source brought, as columns, stored with one `append_run` when this stream applies
+        nothing per message (no limits, discard new, per-subject limit, rollup, republish, interest retention
+        or counter) and has room for all of it; the messages carry no `Nats-Msg-Id`. `seq`: the first one's
+        sequence (a mirror's, the rest following on; a gap before it kept as deleted) or 0 (a source's: the next
+        ones). False, with nothing stored: take it row by row (`store_synced_run`). Raises StoreError when the
+        store refuses it, with nothing stored."""
+        store = self.store
+        if self.closed or self.discard_new or self.counter or self.max_per > 0 or self.allow_rollup \
+                or self.republish is not None or self.retention == "interest" or self.max_msgs > 0 \
+                or self.max_bytes > 0 or (seq and seq <= store.last_seq):
+            return False
+        msg_size = store.msg_size
+        if hdrs.count(b"") == len(hdrs):
+            # a size is the subject's share plus the payload's length (a few subjects in a backlog)
+            base = {s: msg_size(s, b"", b"") for s in dict.fromkeys(subjects)}
+            sizes = list(map(operator.add, map(base.__getitem__, subjects), map(len, payloads)))
+        else:
+            sizes = list(map(msg_size, subjects, hdrs, payloads))
+        try:
+            self._check_room(sum(sizes))
+        except JSApiError:
+            return False  # message by message finds which one does not fit
+        if seq > store.last_seq + 1:
+            store.skip_to(seq)  # the origin's gap (deleted or expired there) kept as deleted
+        store.append_run(subjects, hdrs, payloads, tss, sizes)
+        self._woken(subjects, list(self.consumers.values()))
+        return True
 
     def _append_synced(self, subject: str, hdr: bytes, payload: bytes, ts: int, seq: int, msg_id: str,
                        size: int) -> None:

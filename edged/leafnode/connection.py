@@ -12,13 +12,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
 from edged.accounts import Account
 from edged.connection import Connection
 from edged.goformat import rtt_text
-from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_subject_of, decode_ack_reply
+from edged.jetstream.domain import (
+    ACK_PREFIX,
+    LOCAL_ONLY,
+    LOCAL_ONLY_PREFIXES,
+    api_subject_of,
+    decode_ack_reply,
+)
 from edged.leafnode.codec import (
     LDS_PREFIX,
     OP_ERR,
@@ -496,7 +503,18 @@ class LeafConnection(Connection):
             if op == OP_LMSGR:
                 if ev[1] != subject_b:
                     break
-                for reply_b, payload in zip(ev[2], ev[3], strict=True):
+                replies, payloads = ev[2], ev[3]
+                m = len(replies)
+                acks, ats, framed_subjects = zip(*map(bytes.partition, replies, repeat(b"@", m)), strict=True)
+                if ats.count(b"@") == m and b"" not in framed_subjects and \
+                        min(map(bytes.count, acks, repeat(b".", m))) >= 8 and \
+                        all(map(bytes.startswith, acks, repeat(ACK_PREFIX, m))):
+                    # every reply `<ack reply>@<subject>`: decode_ack_reply's answers, the run at once
+                    msgs += zip(framed_subjects, acks, repeat(None, m), payloads, strict=True)
+                    nbytes += sum(map(len, payloads))
+                    j += 1
+                    continue
+                for reply_b, payload in zip(replies, payloads, strict=True):
                     at = reply_b.find(b"@")
                     if at > 0 and reply_b.count(b".", 0, at) >= 8 and reply_b.startswith(b"$JS.ACK."):
                         # decode_ack_reply's answer when the first `@` is the one

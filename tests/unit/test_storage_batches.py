@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import SQLiteStore
-from storage.sqlite import _DELETES, _INSERTS, _SCHEMA, _execute_rows
+from storage.sqlite import _DELETES, _INSERTS, _SCHEMA, _execute_rows, _insert_rows
 
 
 def _db() -> sqlite3.Connection:
@@ -45,6 +45,26 @@ def test_many_rows_to_a_statement_store_what_one_per_row_would(n: int, seed: int
     _execute_rows(got, _DELETES, gone)
     assert got.execute(q).fetchall() == want.execute(q).fetchall()
     assert len(want.execute(q).fetchall()) == n - len(gone) + 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 400), st.integers(0, 2**32), st.floats(0, 1))
+def test_plain_inserts_store_what_one_statement_per_row_would(n: int, seed: int, mixed: float) -> None:
+    """_insert_rows writes 64 rows of one stream without headers or TTLs with those columns in the statement:
+    the rows stored are the same, whatever the mix (other streams, headers, TTLs among them or not)."""
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        odd = rnd.random() < mixed / 8  # most chunks plain, some with one row that is not
+        rows.append((1000 + i, rnd.choice([1, 2]) if odd else 1, rnd.choice(["a", "b.c", "é"]),
+                     b"NATS/1.0\r\n\r\n" if odd and rnd.random() < 0.5 else b"", rnd.randbytes(rnd.randint(0, 40)),
+                     10 + i, 5 if odd and rnd.random() < 0.3 else 0, 99 if odd and rnd.random() < 0.3 else 0, 30 + i))
+    want, got = _db(), _db()
+    want.executemany(_INSERTS[1], rows)
+    _insert_rows(got, rows)
+    q = "SELECT rowid, stream, subject, hdr, data, ts, ttl, expires, size FROM msgs ORDER BY rowid"
+    assert got.execute(q).fetchall() == want.execute(q).fetchall() == rows
+    assert [type(r[3]) for r in got.execute(q)] == [bytes] * n  # an empty header is a blob as bound
 
 
 def test_a_batch_of_any_size_survives_reopening(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ uncommitted overlay ("pending") and after the batch committed ("committed")."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -393,16 +394,32 @@ async def test_append_run_is_appends_in_turn(env: tuple[Store, bool]) -> None:
     for st in (one, run):
         st.append("first", b"", b"x", 5, 0, 0)
         st.skip_to(10)
+    for st in (one, run):
+        st.track_recent = True
     for subj, hdr, data, ts, size in msgs:
         one.append(subj, hdr, data, ts, 0, size)
-    run.append_run(msgs[:25])
-    run.append_run([])
-    run.append_run(msgs[25:])
+    run.append_run(*zip(*msgs[:25], strict=True))
+    run.append_run([], [], [], [], [])
+    run.append_run(*map(list, zip(*msgs[25:], strict=True)))
     await _settle(env)
     assert run.state(deleted=True, subjects_filter=True) == one.state(deleted=True, subjects_filter=True)
     assert (run.msgs, run.bytes, run.last_seq, run.last_ts) == (one.msgs, one.bytes, one.last_seq, one.last_ts)
     assert [tuple(m) for m in run.read_batch(1, limit=100)] == [tuple(m) for m in one.read_batch(1, limit=100)]
     assert [m.seq for m in run.read_batch(1, limit=100)] == [1, *range(10, 50)]
+    assert [run.recent_meta(s) for s in range(10, 50)] == [one.recent_meta(s) for s in range(10, 50)]
+
+
+async def test_append_run_stamps_a_message_without_a_time(env: tuple[Store, bool]) -> None:
+    """A message of a run with time 0 (a source's) gets the time it is stored, as `append` gives it."""
+    store = env[0]
+    st = store.create_stream("NOW", b'{"name":"NOW"}')
+    before = time.time_ns()
+    st.append_run(["a", "b", "a"], [b"", b"", b""], [b"x", b"y", b"z"], [0, 7, 0], [0, 0, 0])
+    await _settle(env)
+    got = st.read_batch(1, limit=10)
+    assert [m.subject for m in got] == ["a", "b", "a"]
+    assert got[1].ts == 7 and got[0].ts >= before and got[2].ts >= got[0].ts
+    assert st.subjects == {"a": 2, "b": 1} and st.last_ts == got[2].ts
 
 
 async def test_append_run_on_a_deleted_stream(env: tuple[Store, bool]) -> None:
@@ -410,7 +427,7 @@ async def test_append_run_on_a_deleted_stream(env: tuple[Store, bool]) -> None:
     st = store.create_stream("GONE", b'{"name":"GONE"}')
     store.delete_stream("GONE")
     with pytest.raises(StoreClosedError):
-        st.append_run([("a", b"", b"x", 1, 0)])
+        st.append_run(["a"], [b""], [b"x"], [1], [0])
 
 
 async def test_read_run_is_a_gapless_read_batch(env: tuple[Store, bool]) -> None:
