@@ -142,3 +142,35 @@ def test_counter_total_survives_kill9() -> None:
             assert run(after(p.url)) == {"stream": "K", "seq": 21, "val": "200"}, kind
         finally:
             p.stop()
+
+
+async def _backlog_scenario(url: str) -> list[Any]:
+    """Two counters with a backlog each before the stream summing them exists: the source catches up in
+    runs of many deliveries, and each must still add only what changed at its origin."""
+    nc = await nats.connect(url)
+    out: list[Any] = []
+    try:
+        await _create(nc, {"name": "CNT", "subjects": ["cnt.>"], "allow_msg_counter": True})
+        await _create(nc, {"name": "C2", "subjects": ["c2.>"], "allow_msg_counter": True,
+                           "subject_transform": {"src": "c2.>", "dest": "cnt.>"}})
+        for _ in range(40):
+            await _req(nc, "cnt.a", {"Nats-Incr": "2"})
+            await _req(nc, "c2.a", {"Nats-Incr": "3"})
+        await _create(nc, {"name": "SUM", "allow_msg_counter": True, "subjects": ["sum.>"],
+                           "sources": [{"name": "CNT"}, {"name": "C2"}]})
+        for _ in range(50):
+            if (await _req(nc, "$JS.API.STREAM.INFO.SUM"))["state"]["messages"] >= 80:
+                break
+            await asyncio.sleep(0.1)
+        last = await _last(nc, "SUM", "cnt.a")
+        last["hdrs"] = sorted(ln for ln in last["hdrs"].split("\r\n") if ln.startswith("Nats-Counter"))
+        out.append(last)
+    finally:
+        await nc.close()
+    return out
+
+
+def test_sourced_counter_backlog_as_nats_server() -> None:
+    res = replies_of_both(_backlog_scenario, "js-cnt-run-")
+    assert res["edged"] == res["nats-server"]
+    assert res["edged"][0]["data"] == '{"val":"200"}', res["edged"]
