@@ -21,9 +21,9 @@ import nats
 import nkeys
 import pytest
 
-from edged import bundle, fleet
-from edged.creds import format_creds
-from edged.jwt import encode, new_keypair
+from edged.appliance import bundle, fleet
+from edged.security.creds import format_creds
+from edged.security.jwt import encode, new_keypair
 from tests.packaging.nspawn import (
     Booted,
     ensure_binfmt,
@@ -33,7 +33,7 @@ from tests.packaging.nspawn import (
     run_in_root,
 )
 from tests.support.aio import run
-from tests.support.certs import make_pki
+from tests.support.identity.certs import make_pki
 from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
 
 pytestmark = [
