@@ -24,11 +24,11 @@ from bench.harness import RESULTS, Report
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "core": ("bench.core",),
-    "js": ("bench.js_publish", "bench.js_consume", "bench.js_fast_batch"),
-    "jsfb": ("bench.js_fast_batch",),
-    "jsp": ("bench.js_publish",),
-    "jsc": ("bench.js_consume",),
-    "jsl2": ("bench.js_level2",),
+    "js": ("bench.jetstream.js_publish", "bench.jetstream.js_consume", "bench.jetstream.js_fast_batch"),
+    "jsfb": ("bench.jetstream.js_fast_batch",),
+    "jsp": ("bench.jetstream.js_publish",),
+    "jsc": ("bench.jetstream.js_consume",),
+    "jsl2": ("bench.jetstream.js_level2",),
     "leaf": ("bench.leaf",),
     "storage": ("bench.bench_storage",),
     "pipe": ("bench.pipeline_read",),

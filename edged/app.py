@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from edged.options import Options
 from edged.server import Server
+from edged.settings.options import Options
 
 # a front door: registers its listener(s) and services on a server that has not started yet
 FrontDoor = Callable[[Server], None]

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from edged import API_LEVEL, SERVER_VERSION, __version__
-from edged.conf import ConfigError
-from edged.options import ConfigWarning, Options, TLSConfig
+from edged.settings.conf import ConfigError
+from edged.settings.options import ConfigWarning, Options, TLSConfig
 
 # nats-server's --signal commands (server/signal.go): stop is SIGKILL, quit SIGINT, term SIGTERM
 SIGNALS = {"stop": signal.SIGKILL, "quit": signal.SIGINT, "term": signal.SIGTERM, "reopen": signal.SIGUSR1,
@@ -138,15 +138,15 @@ def _parser(command: str = "") -> argparse.ArgumentParser:
     """The flags, with `command`'s usage and description; `version` and `help` take no flags."""
     usage, description = _COMMAND_HELP[command]
     if command == "status":
-        from edged.status import parser
+        from edged.appliance.status import parser
 
         return parser(usage, description, _Help, _Parser)
     if command == "provision":
-        from edged import provision
+        from edged.appliance import provision
 
         return provision.parser(usage, provision.DESCRIPTION, _Help, _Parser)
     if command == "fleet":
-        from edged import fleet
+        from edged.appliance import fleet
 
         return fleet.parser(usage, fleet.DESCRIPTION, _Help, _Parser)
     p = _Parser(prog=f"edged {command}".strip(), add_help=False, allow_abbrev=False, formatter_class=_Help,
@@ -225,7 +225,7 @@ def flag_applier(ns: argparse.Namespace) -> Callable[[Options], None]:
     """A function putting the command-line flags on top of options read from a config file."""
 
     def apply(opts: Options) -> None:
-        from edged.config import port_error, valid_port
+        from edged.settings.config import port_error, valid_port
 
         for flag_name, port in (("port", ns.port), ("http_port", ns.http_port)):
             if port is not None and not valid_port(port):
@@ -290,7 +290,7 @@ def _apply_tls_flags(ns: argparse.Namespace, opts: Options) -> None:
 def build_options(ns: argparse.Namespace) -> Options:
     """The config file (if any), then the flags on top of it."""
     if ns.config:
-        from edged.config import load_options
+        from edged.settings.config import load_options
 
         opts = load_options(ns.config)
     else:
@@ -302,12 +302,12 @@ def build_options(ns: argparse.Namespace) -> Options:
 def validate(opts: Options) -> None:
     """Checks that need more than the syntax: auth set-up (keys, JWTs, no_auth_user) and TLS files."""
     from edged.app import validate as validate_front_doors
-    from edged.auth import Authenticator
+    from edged.security.auth import Authenticator
 
     Authenticator(opts)
     validate_front_doors(opts)
     if opts.tls is not None:
-        from edged.tlsconf import server_ssl_context
+        from edged.security.tlsconf import server_ssl_context
 
         server_ssl_context(opts.tls)
     # edged's own blocks: `edged { creds { } hw { } doctor { } }` (their errors say which setting); a block
@@ -321,7 +321,7 @@ def validate(opts: Options) -> None:
 
         HwSettings.from_block(opts.edged)
     if "doctor" in opts.edged:
-        from edged.doctor import DoctorSettings
+        from edged.appliance.doctor import DoctorSettings
 
         DoctorSettings.from_block(opts.edged)
 
@@ -348,7 +348,7 @@ def send_signal(spec: str, pid_file: str | None, config: str | None = None) -> i
         return 1
     target = parts[1] if len(parts) == 2 else pid_file or ""
     if not target and config:
-        from edged.config import load_options
+        from edged.settings.config import load_options
 
         try:
             target = load_options(config).pid_file
@@ -393,11 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         _parser(ns.topic or "").print_help()
         return 0
     if command == "status":
-        from edged.status import run
+        from edged.appliance.status import run
 
         return run(ns)
     if command in ("provision", "fleet"):
-        from edged import fleet, provision
+        from edged.appliance import fleet, provision
 
         return provision.run(ns) if command == "provision" else fleet.run(ns)
     if command == "version" or ns.version:
@@ -431,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"edged: configuration file {ns.config} is valid")
         return 0
     from edged.app import build
-    from edged.config import set_flag_overrides
     from edged.server import serve
+    from edged.settings.config import set_flag_overrides
 
     set_flag_overrides(flag_applier(ns))  # a SIGHUP reload re-reads the file, then these flags again
     return serve(opts, build)

@@ -17,14 +17,14 @@ import nkeys
 
 from edged import API_LEVEL, SERVER_VERSION, __version__
 from edged import log as logmod
-from edged.accounts import GLOBAL_ACCOUNT, Account
-from edged.client import ClientConnection
-from edged.connection import Connection
+from edged.connections.client import ClientConnection
+from edged.connections.connection import Connection
+from edged.connections.listener import Listener, dual_stack_socket
 from edged.fatal import StartError, go_listen_error, go_os_error, listen_error, prepare_store_dir
-from edged.listener import Listener, dual_stack_socket
 from edged.log import log
-from edged.options import Options, Permissions
-from edged.receiver import ReadContext
+from edged.routing.accounts import GLOBAL_ACCOUNT, Account
+from edged.routing.receiver import ReadContext
+from edged.settings.options import Options, Permissions
 
 
 def _server_id() -> str:
@@ -34,7 +34,7 @@ def _server_id() -> str:
 
 class Server:
     def __init__(self, opts: Options) -> None:
-        from edged.auth import Authenticator
+        from edged.security.auth import Authenticator
 
         self.opts = opts
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -75,7 +75,7 @@ class Server:
         self.metric_blocks: list[Callable[[], list[tuple[str, str, str, list[Any]]]]] = []
         self.reloads = 0
         self.config_load_time = time.time()
-        self.systemd: Any = None  # edged.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
+        self.systemd: Any = None  # edged.appliance.systemd.Supervisor under systemd (READY/RELOADING/STOPPING)
         self._activation_timer: asyncio.TimerHandle | None = None  # the first activation token to run out
         self._activation_at = 0.0
         self._build_accounts()
@@ -111,7 +111,7 @@ class Server:
         """Every account's imports, exports and mappings (in operator mode the account JWTs', on the same
         path as the config's), applied again when the first activation token in use runs out, which drops
         that import (nats-server's activationExpired)."""
-        from edged.imports import install
+        from edged.routing.imports import install
 
         auth = self.authenticator
         confs = auth.account_configs() if auth.operator_mode else None
@@ -180,7 +180,7 @@ class Server:
     def permission_checker(self, perms: Permissions | None) -> Any:
         if perms is None:
             return None
-        from edged.permissions import PermissionChecker
+        from edged.security.permissions import PermissionChecker
 
         return PermissionChecker(perms)
 
@@ -294,7 +294,7 @@ class Server:
             except OSError as e:
                 raise StartError(f"Could not write pidfile: {go_os_error('open', e, o.pid_file)}") from None
         if o.tls is not None:
-            from edged.tlsconf import server_ssl_context
+            from edged.security.tlsconf import server_ssl_context
 
             self.tls_context = server_ssl_context(o.tls)
         if self.jetstream is not None:
@@ -433,8 +433,8 @@ class Server:
         if not self.opts.config_file:
             log.warning("Reload requested but no configuration file was given")
             return
-        from edged.auth import Authenticator
-        from edged.config import load_options
+        from edged.security.auth import Authenticator
+        from edged.settings.config import load_options
 
         try:
             new = load_options(self.opts.config_file)
@@ -499,7 +499,7 @@ class Server:
             self.services.append(self.leafnodes)
             self.loop.create_task(self.leafnodes.start())
             return
-        from edged.options import LeafNodeOpts
+        from edged.settings.options import LeafNodeOpts
 
         self.loop.create_task(self.leafnodes.reload(lo or LeafNodeOpts(), redial=domain_changed))
 
@@ -531,7 +531,7 @@ async def _run(opts: Options, build: Callable[[Options], Server]) -> int:
     loop.add_signal_handler(
         signal.SIGUSR1, lambda: logmod.setup(opts.debug, opts.trace, opts.logtime, opts.log_file)
     )
-    from edged.systemd import attach
+    from edged.appliance.systemd import attach
 
     # READY=1 (with STATUS= and the watchdog) when run by systemd: after the handlers, so a reload or
     # stop that systemd sends right away is handled, not fatal

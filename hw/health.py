@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from edged.config import parse_duration
 from edged.goformat import rfc3339
 from edged.log import log
+from edged.settings.config import parse_duration
 from hw.board import Board, Sample
 from hw.devices import Led, Watchdog
 

@@ -50,7 +50,7 @@ def _check_creds(path: str) -> None:
     server's nonce, with an nkeys error naming neither the option nor the file."""
     import nkeys
 
-    from edged.creds import CredsError, read_creds_file
+    from edged.security.creds import CredsError, read_creds_file
 
     try:
         jwt, seed = read_creds_file(path)

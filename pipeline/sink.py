@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from edged.subjects import subject_matches
+from edged.routing.subjects import subject_matches
 from pipeline.headers import encode_headers
 from pipeline.natsconn import RawClient, connect, js_api_prefix
 from pipeline.options import Conn, PipelineError, write_options

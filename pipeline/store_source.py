@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from edged.subjects import subject_matches
+from edged.routing.subjects import subject_matches
 from pipeline.jsread import rows_to_batch
 from pipeline.options import PipelineError, StoreOptions, split_range
 from pipeline.partitions import SeqRange

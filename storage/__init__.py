@@ -7,7 +7,7 @@
     await committed                                  # the row is in SQLite: send the PubAck
 """
 
-from edged.subjects import CompiledFilter, compile_filter, is_literal, subject_matches
+from edged.routing.subjects import CompiledFilter, compile_filter, is_literal, subject_matches
 from storage.base import (
     DEFAULT_ACCOUNT,
     MAX_SEQ,

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from edged.subjects import CompiledFilter, FilterArg, compile_filter, is_literal
+from edged.routing.subjects import CompiledFilter, FilterArg, compile_filter, is_literal
 
 DEFAULT_ACCOUNT = "$G"
 # The sequence space of a stream: the SQLite store keeps a message's sequence in the low SEQ_BITS bits

@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
-from edged.subjects import CompiledFilter
+from edged.routing.subjects import CompiledFilter
 from storage.base import (
     DEFAULT_ACCOUNT,
     DONE,

@@ -62,7 +62,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from edged.subjects import CompiledFilter, FilterArg, compile_filter, to_glob
+from edged.routing.subjects import CompiledFilter, FilterArg, compile_filter, to_glob
 from storage.base import (
     DEFAULT_ACCOUNT,
     MAX_SEQ,

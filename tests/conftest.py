@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.certs import make_pki
+from tests.support.identity.certs import make_pki
 from tests.support.servers import KINDS, ServerProcess
 
 
@@ -49,7 +49,7 @@ def start_server() -> Iterator[Callable[..., ServerProcess]]:
 
 @pytest.fixture(scope="session")
 def pki() -> dict[str, str]:
-    """A test CA with server and client certificates for 127.0.0.1 (tests/support/certs.py): file paths."""
+    """A test CA with server and client certificates for 127.0.0.1 (tests/support/identity/certs.py): file paths."""
     return make_pki(tempfile.mkdtemp(prefix="pki-"))
 
 

@@ -75,14 +75,14 @@ from bridges.mqtt.topics import (
     validate_topic_filter,
     validate_topic_name,
 )
-from edged.auth import AuthError
-from edged.connection import Connection
+from edged.connections.connection import Connection
 from edged.log import log
-from edged.receiver import KIND_CLIENT, Subscription
+from edged.routing.receiver import KIND_CLIENT, Subscription
+from edged.security.auth import AuthError
 
 if TYPE_CHECKING:
     from bridges.mqtt.service import MQTTService
-    from edged.accounts import Account
+    from edged.routing.accounts import Account
     from edged.server import Server
 
 TOPIC_ALIAS_MAX = 64  # topic aliases a client may set up with edged (MQTT 5)

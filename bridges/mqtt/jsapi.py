@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from edged.accounts import Account, InternalClient
-    from edged.receiver import Subscription
+    from edged.routing.accounts import Account, InternalClient
+    from edged.routing.receiver import Subscription
 
 REPLY_PREFIX = "$MQTT.JSA."
 API_TIMEOUT = 5.0  # nats-server's mqttDefaultJSAPITimeout

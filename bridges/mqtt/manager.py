@@ -19,11 +19,11 @@ from bridges.mqtt.retained import RetainedStore
 from bridges.mqtt.session import MSGS_PREFIX, MSGS_STREAM, SESS_STREAM, STREAMS, Session
 from bridges.mqtt.topics import ignore_for_reserved, is_reserved_subscription
 from edged.log import log
-from edged.subjects import subject_matches
+from edged.routing.subjects import subject_matches
 
 if TYPE_CHECKING:
-    from edged.accounts import Account
-    from edged.receiver import Subscription
+    from edged.routing.accounts import Account
+    from edged.routing.receiver import Subscription
     from edged.server import Server
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-from edged.headers import get_header, parse_headers
+from edged.routing.headers import get_header, parse_headers
 
 PUB_HEADER = "Nmqtt-Pub"
 CORRELATION_HEADER = "Nmqtt-Corr"

@@ -8,7 +8,7 @@ from bridges.mqtt.jsapi import JSApi
 from bridges.mqtt.natsmsg import Retained, decode_retained, encode_retained
 from bridges.mqtt.session import RMSGS_PREFIX, RMSGS_STREAM
 from bridges.mqtt.topics import ignore_for_reserved, is_reserved_subscription
-from edged.subjects import subject_matches
+from edged.routing.subjects import subject_matches
 
 
 class RetainedStore:

@@ -17,15 +17,15 @@ from bridges.mqtt.manager import MQTTAccount
 from bridges.mqtt.natsmsg import Retained, mqtt_header
 from bridges.mqtt.session import MSGS_PREFIX
 from bridges.mqtt.topics import topic_to_subject
-from edged.accounts import GLOBAL_ACCOUNT
-from edged.auth import AuthError, AuthResult, check_password
+from edged.connections.listener import Listener
 from edged.fatal import StartError
-from edged.listener import Listener
 from edged.log import log
+from edged.routing.accounts import GLOBAL_ACCOUNT
+from edged.security.auth import AuthError, AuthResult, check_password
 
 if TYPE_CHECKING:
     from bridges.mqtt.packets import Connect, Will
-    from edged.accounts import Account
+    from edged.routing.accounts import Account
     from edged.server import Server
 
 REPLY_HEADER = b"Nmqtt-Reply"
@@ -67,7 +67,7 @@ class MQTTService:
         mo = self.opts
         ssl = None
         if mo.tls is not None:
-            from edged.tlsconf import server_ssl_context
+            from edged.security.tlsconf import server_ssl_context
 
             ssl = server_ssl_context(mo.tls)
         # as nats-server: its own host (every interface when empty, not the client port's), -1 any free port

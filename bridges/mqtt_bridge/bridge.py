@@ -12,10 +12,10 @@ from bridges.mqtt_bridge.inbound import Inbound
 from bridges.mqtt_bridge.jsapi import JSClient
 from bridges.mqtt_bridge.outbound import StreamForward, SubjectForward
 from bridges.mqtt_bridge.upstream import Upstream, UpstreamEvents
-from edged.accounts import InternalClient
 from edged.goformat import rfc3339
 from edged.log import log
-from edged.options import MQTTBridgeOpts
+from edged.routing.accounts import InternalClient
+from edged.settings.options import MQTTBridgeOpts
 
 if TYPE_CHECKING:
     from edged.server import Server

@@ -1,6 +1,6 @@
 """`edged { mqtt_bridge [ ... ] }`: the upstream bridges' settings, checked when the file is read.
 
-Called by edged/config.py with its typed getters (`cx`: str_/int_/bool_/duration/strlist/list_/map_, `err`,
+Called by edged/settings/config.py with its typed getters (`cx`: str_/int_/bool_/duration/strlist/list_/map_, `err`,
 `unknown`) and its TLS block reader, so the bridge's errors name file:line as every other config error
 does, and an unknown key is refused, not ignored: a typo in a rule must not silently stop forwarding.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bridges.mqtt_bridge.topics import expand_tail, placeholders, valid_topic_filter
-from edged.options import BridgeInRule, BridgeOutRule, MQTTBridgeOpts, TLSConfig
-from edged.subjects import is_valid_literal_subject, is_valid_subject
+from edged.routing.subjects import is_valid_literal_subject, is_valid_subject
+from edged.settings.options import BridgeInRule, BridgeOutRule, MQTTBridgeOpts, TLSConfig
 
 SCHEMES = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883, "tls": 8883}
 _NAME = re.compile(r"[A-Za-z0-9_-]+")

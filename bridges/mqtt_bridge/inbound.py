@@ -24,9 +24,9 @@ from paho.mqtt.client import topic_matches_sub
 
 from bridges.mqtt_bridge.jsapi import JSClient, JSError
 from bridges.mqtt_bridge.topics import TopicError, topic_to_subject
-from edged.headers import make_headers
 from edged.log import log
-from edged.options import BridgeInRule
+from edged.routing.headers import make_headers
+from edged.settings.options import BridgeInRule
 
 if TYPE_CHECKING:
     from bridges.mqtt_bridge.bridge import Bridge

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from edged.accounts import InternalClient
+from edged.routing.accounts import InternalClient
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _decode = msgspec.json.Decoder().decode

@@ -33,10 +33,10 @@ from paho.mqtt.enums import MQTTErrorCode
 
 from bridges.mqtt_bridge.jsapi import JSClient, JSError, status_of
 from bridges.mqtt_bridge.topics import TopicError, subject_to_topic
-from edged.headers import parse_headers
 from edged.jetstream.mirror import parse_ack_reply
 from edged.log import log
-from edged.options import BridgeOutRule
+from edged.routing.headers import parse_headers
+from edged.settings.options import BridgeOutRule
 
 if TYPE_CHECKING:
     from bridges.mqtt_bridge.bridge import Bridge

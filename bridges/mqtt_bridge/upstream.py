@@ -28,7 +28,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from bridges.mqtt_bridge.config import parse_url
-from edged.options import MQTTBridgeOpts
+from edged.settings.options import MQTTBridgeOpts
 
 SESSION_FOREVER = 0xFFFFFFFF  # MQTT 5 session expiry interval: never
 

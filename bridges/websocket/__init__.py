@@ -4,7 +4,7 @@ the endpoints other front doors register (MQTT over WebSocket at `/mqtt`), on on
 - `handshake`: nats-server's rules for the upgrade request (sans-I/O);
 - `settings`: the block's checks nats-server makes at start-up, and what the listener needs of it;
 - `endpoints`: the registry "path -> connection factory" other front doors add to;
-- `listener`: the listener and the accepted socket's glue (on `edged.wslink`, the `websockets` library);
+- `listener`: the listener and the accepted socket's glue (on `edged.connections.wslink`, the `websockets` library);
 - `nats`: the NATS client over WebSocket (INFO, auth override, cookies).
 """
 

@@ -1,4 +1,4 @@
-"""The WebSocket listener: one accepted socket is a `WSAccept` (an `edged.wslink.WSLink` around the
+"""The WebSocket listener: one accepted socket is a `WSAccept` (an `edged.connections.wslink.WSLink` around the
 `websockets` library's ServerProtocol) that judges the upgrade by nats-server's rules (`handshake`), answers
 it, and hands the framed byte stream to the connection the request's path asks for: NATS (any path), or an
 endpoint another front door registered (`endpoints`: MQTT at `/mqtt`)."""
@@ -25,11 +25,11 @@ from bridges.websocket.handshake import (
 )
 from bridges.websocket.nats import WSClientConnection
 from bridges.websocket.settings import auth_override, authenticator
-from edged.auth import Authenticator
-from edged.listener import Listener
+from edged.connections.listener import Listener
+from edged.connections.wslink import BROWSER_FRAME_SIZE, WSLink, grant_no_masking
 from edged.log import log
-from edged.options import WebsocketOpts
-from edged.wslink import BROWSER_FRAME_SIZE, WSLink, grant_no_masking
+from edged.security.auth import Authenticator
+from edged.settings.options import WebsocketOpts
 
 if TYPE_CHECKING:
     from edged.server import Server
@@ -55,7 +55,7 @@ class WebSocketDoor:
         self._auth_of: Any = None
         ssl = None
         if opts.tls is not None:
-            from edged.tlsconf import server_ssl_context
+            from edged.security.tlsconf import server_ssl_context
 
             ssl = server_ssl_context(opts.tls)
         self.listener = Listener("websocket", self.host, opts.port, lambda: WSAccept(self), ssl=ssl,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from edged.client import ClientConnection
+from edged.connections.client import ClientConnection
 
 if TYPE_CHECKING:
     from bridges.websocket.listener import WebSocketDoor

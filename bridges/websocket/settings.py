@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from bridges.websocket.handshake import OriginError, parse_allowed_origins
-from edged.auth import Authenticator
-from edged.options import Options, WebsocketOpts
+from edged.security.auth import Authenticator
+from edged.settings.options import Options, WebsocketOpts
 
 _RESERVED_HEADERS = ("host", "content-length", "connection", "upgrade", "nats-no-masking")
 

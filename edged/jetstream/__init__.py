@@ -4,7 +4,7 @@ consumers (consumer.py, consumer_config.py), the `$JS.API` handlers (api.py, con
 nats-server's JSON reading (gojson.py) and its error table (errors.py)."""
 
 from edged.jetstream.account import JSAccount
-from edged.jetstream.dispatch import ApiRequest
 from edged.jetstream.engine import JetStream
+from edged.jetstream.wire.dispatch import ApiRequest
 
 __all__ = ["ApiRequest", "JSAccount", "JetStream"]

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.jetstream.consumer import Consumer
-from edged.jetstream.errors import api_error
 from edged.jetstream.mirror import StreamSync
 from edged.jetstream.stream import Stream, check_update
-from edged.jetstream.versioning import like_previous
+from edged.jetstream.wire.errors import api_error
+from edged.jetstream.wire.versioning import like_previous
 from edged.log import log
-from edged.subjects import subject_matches, subjects_overlap
+from edged.routing.subjects import subject_matches, subjects_overlap
 from storage import StreamExistsError
 
 if TYPE_CHECKING:
-    from edged.accounts import Account
     from edged.jetstream.engine import JetStream
-    from edged.options import JetStreamAccountLimits
+    from edged.routing.accounts import Account
+    from edged.settings.options import JetStreamAccountLimits
     from storage.base import Stream as StoreStream
 
 _encode = msgspec.json.Encoder().encode

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.config import parse_duration
 from edged.goformat import ZERO_TIME, go_duration, parse_rfc3339, rfc3339ns
-from edged.headers import get_header, make_headers
 from edged.jetstream.consumer_config import DEFAULT_ACK_WAIT
-from edged.jetstream.gojson import syntax_error
-from edged.receiver import Message, Receiver, Subscription
-from edged.subjects import subject_is_subset, subject_matches
+from edged.jetstream.wire.gojson import syntax_error
+from edged.routing.headers import get_header, make_headers
+from edged.routing.receiver import Message, Receiver, Subscription
+from edged.routing.subjects import subject_is_subset, subject_matches
+from edged.settings.config import parse_duration
 from storage.base import StoredMsg
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from edged.goformat import go_duration
-from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.gojson import GoType, go_quote, time_ns
 from edged.jetstream.stream import valid_asset_name
-from edged.subjects import is_literal, is_valid_subject, subject_matches
+from edged.jetstream.wire.errors import JSApiError, api_error
+from edged.jetstream.wire.gojson import GoType, go_quote, time_ns
+from edged.routing.subjects import is_literal, is_valid_subject, subject_matches
 
 if TYPE_CHECKING:
     from edged.jetstream.stream import Stream

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.goformat import rfc3339ns
-from edged.jetstream import api, consumer_api, lifecycle, monitoring
-from edged.jetstream.dispatch import ApiRequest, Dispatcher
-from edged.jetstream.domain import ACK_PREFIX
-from edged.jetstream.pubacks import PubAcks
+from edged.jetstream import lifecycle, monitoring
+from edged.jetstream.publish.pubacks import PubAcks
 from edged.jetstream.space import Space
+from edged.jetstream.wire import api, consumer_api
+from edged.jetstream.wire.dispatch import ApiRequest, Dispatcher
+from edged.jetstream.wire.domain import ACK_PREFIX
 from storage import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from edged.accounts import GLOBAL_ACCOUNT, Account
 from edged.jetstream.account import JSAccount
 from edged.log import log
-from edged.options import JetStreamAccountLimits
+from edged.routing.accounts import GLOBAL_ACCOUNT, Account
+from edged.settings.options import JetStreamAccountLimits
 from storage import SQLiteStore
 
 if TYPE_CHECKING:

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from edged.goformat import parse_rfc3339, rfc3339ns
-from edged.headers import get_header, make_headers
-from edged.jetstream.errors import JSApiError, api_error
 from edged.jetstream.stream import index_name
+from edged.jetstream.wire.errors import JSApiError, api_error
 from edged.log import log
-from edged.receiver import Message
-from edged.subjects import SubjectTransform, subject_matches
+from edged.routing.headers import get_header, make_headers
+from edged.routing.receiver import Message
+from edged.routing.subjects import SubjectTransform, subject_matches
 from storage import StoreError
 
 if TYPE_CHECKING:

@@ -16,19 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from edged.config import parse_duration
 from edged.goformat import go_duration, rfc3339ns
-from edged.headers import get_header, make_headers, remove_headers
-from edged.jetstream.atomic import AtomicBatches
-from edged.jetstream.counters import LastTotals, apply_incr, check_incr
-from edged.jetstream.errors import JSApiError, api_error
-from edged.jetstream.fastbatch import SUFFIX as FAST_SUFFIX
-from edged.jetstream.fastbatch import FastBatches, parse_reply
-from edged.jetstream.features import level2_config_checks, level2_config_fields, level2_update_checks
-from edged.jetstream.gojson import go_quote
-from edged.jetstream.schedules import Scheduler
+from edged.jetstream.publish.atomic import AtomicBatches
+from edged.jetstream.publish.counters import LastTotals, apply_incr, check_incr
+from edged.jetstream.publish.fastbatch import SUFFIX as FAST_SUFFIX
+from edged.jetstream.publish.fastbatch import FastBatches, parse_reply
+from edged.jetstream.publish.features import level2_config_checks, level2_config_fields, level2_update_checks
+from edged.jetstream.publish.schedules import Scheduler
+from edged.jetstream.wire.errors import JSApiError, api_error
+from edged.jetstream.wire.gojson import go_quote
 from edged.log import log
-from edged.subjects import (
+from edged.routing.headers import get_header, make_headers, remove_headers
+from edged.routing.subjects import (
     SubjectTransform,
     is_valid_literal_subject,
     is_valid_subject,
@@ -37,6 +36,7 @@ from edged.subjects import (
     subjects_overlap,
     transform_subject,
 )
+from edged.settings.config import parse_duration
 from storage import StoreError, StoreFullError
 
 if TYPE_CHECKING:

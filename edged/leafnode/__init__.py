@@ -1,7 +1,7 @@
 """Leafnodes: edged solicits links to a hub nats-server, and accepts leafs as their hub, as nats-server does.
 
 - `codec`: the wire protocol, sans-I/O (bytes in, events out; encoders).
-- `connection`: `LeafConnection`, the leafnode kind of connection (edged/connection.py).
+- `connection`: `LeafConnection`, the leafnode kind of connection (edged/connections/connection.py).
 - `remote`: `RemoteLink` keeps one configured remote connected forever; `LeafNodeManager` runs them all,
   and the leafnode port when one is configured.
 - `accept`: edged as a hub: `LeafAcceptor` (the leafnode port) and `AcceptedLeafConnection`.

@@ -20,10 +20,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edged import API_LEVEL, SERVER_VERSION
-from edged.accounts import GLOBAL_ACCOUNT, Account
-from edged.auth import AuthError, AuthResult, check_password, decode_sig
-from edged.connection import Connection
-from edged.jetstream.domain import LOCAL_ONLY, LOCAL_ONLY_PREFIXES, api_prefix, domain_subjects, hub_out_deny
+from edged.connections.connection import Connection
+from edged.connections.listener import Listener, peer_address
+from edged.connections.protocol import CRLF
+from edged.jetstream.wire.domain import (
+    LOCAL_ONLY,
+    LOCAL_ONLY_PREFIXES,
+    api_prefix,
+    domain_subjects,
+    hub_out_deny,
+)
 from edged.leafnode.codec import (
     LDS_PREFIX,
     OP_CONNECT,
@@ -35,16 +41,16 @@ from edged.leafnode.codec import (
 )
 from edged.leafnode.connection import LeafConnection
 from edged.leafnode.pacing import tune_link_socket
-from edged.listener import Listener, peer_address
 from edged.log import TRACE, log
-from edged.protocol import CRLF
-from edged.receiver import KIND_LEAF, Subscription
-from edged.subjects import AllowDenyFilter, is_literal, is_valid_subject, subject_is_subset
+from edged.routing.accounts import GLOBAL_ACCOUNT, Account
+from edged.routing.receiver import KIND_LEAF, Subscription
+from edged.routing.subjects import AllowDenyFilter, is_literal, is_valid_subject, subject_is_subset
+from edged.security.auth import AuthError, AuthResult, check_password, decode_sig
 
 if TYPE_CHECKING:
     from edged.leafnode.remote import LeafNodeManager
-    from edged.options import LeafNodeOpts, Permissions
     from edged.server import Server
+    from edged.settings.options import LeafNodeOpts, Permissions
 
 FIRST_PING = 1.0  # nats-server: firstPingInterval, an RTT sample right after CONNECT
 LEAF_CONN_TYPE = "LEAFNODE"  # JWT allowed_connection_types of a TCP leaf
@@ -286,7 +292,7 @@ class AcceptedLeafConnection(LeafConnection):
                 raise AuthError(f"bad leafnode user/password for {user!r}")
             res = AuthResult(lo.account or GLOBAL_ACCOUNT, user=user)
         elif lo.nkey:
-            from edged import jwt as jwtmod
+            from edged.security import jwt as jwtmod
 
             sig = c.get("sig")
             if c.get("nkey") != lo.nkey or not sig or not jwtmod.verify_signature(
@@ -431,7 +437,7 @@ class LeafAcceptor:
         tls = o.tls
         handshake_first = tls is not None and tls.handshake_first
         if tls is not None:
-            from edged.tlsconf import server_ssl_context
+            from edged.security.tlsconf import server_ssl_context
 
             self.ssl_context = server_ssl_context(tls)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from edged.protocol import CRLF, Framer, more_of_run
+from edged.connections.protocol import CRLF, Framer, more_of_run
 
 MAX_LEAF_CONTROL_LINE = 64 * 1024
 MAX_LEAF_PAYLOAD = 64 * 1024 * 1024

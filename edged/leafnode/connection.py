@@ -1,10 +1,10 @@
-"""One leafnode connection to the hub: the leafnode kind of `edged.connection.Connection`.
+"""One leafnode connection to the hub: the leafnode kind of `edged.connections.connection.Connection`.
 
 Hub interest (LS+/LS-) becomes `Subscription(self, ...)` objects in the bound account; messages from the
 hub enter the router through `Account.route` like any other input; deliveries to the hub are framed as
 LMSG. What edged enforces itself because the hub does not (§5.5): no local JetStream API traffic
 (`$JS.API.>`, `$KV.>`, `$OBJ.>`, its own `$JS.<domain>.API.>`) towards the hub, the same denies on what
-comes back (see edged/jetstream/domain.py).
+comes back (see edged/jetstream/wire/domain.py).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from edged import SERVER_VERSION
-from edged.accounts import Account
-from edged.connection import Connection
+from edged.connections.connection import Connection
+from edged.connections.protocol import CRLF
 from edged.goformat import rtt_text
-from edged.jetstream.domain import (
+from edged.jetstream.wire.domain import (
     ACK_PREFIX,
     LOCAL_ONLY,
     LOCAL_ONLY_PREFIXES,
@@ -47,10 +47,10 @@ from edged.leafnode.codec import (
 from edged.leafnode.dialing import LeafURL, sign_nonce
 from edged.leafnode.pacing import UNSENT_LOWAT, queue_sizes, set_paced, tune_link_socket
 from edged.log import TRACE, log
-from edged.protocol import CRLF
-from edged.receiver import KIND_LEAF, Message, Subscription
-from edged.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
-from edged.tlsconf import client_ssl_context
+from edged.routing.accounts import Account
+from edged.routing.receiver import KIND_LEAF, Message, Subscription
+from edged.routing.subjects import AllowDenyFilter, is_valid_subject, subject_is_subset
+from edged.security.tlsconf import client_ssl_context
 
 if TYPE_CHECKING:
     from edged.leafnode.remote import RemoteLink

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from edged.config import parse_duration
-from edged.creds import CredsError, read_creds_file
-from edged.jwt import JWTError, decode
 from edged.log import log
+from edged.security.creds import CredsError, read_creds_file
+from edged.security.jwt import JWTError, decode
+from edged.settings.config import parse_duration
 
 DEFAULT_WATCH_INTERVAL = 2.0
 DEFAULT_EXPIRY_WARNING_DAYS = 30

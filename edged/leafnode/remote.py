@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edged.goformat import rfc3339
-from edged.jetstream.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf_domain_problem
+from edged.jetstream.wire.domain import LOCAL_ONLY, api_prefix, domain_subjects, leaf_domain_problem
 from edged.leafnode.accept import LeafAcceptor
 from edged.leafnode.codec import LDS_PREFIX
 from edged.leafnode.connection import LeafConnection
@@ -21,9 +21,9 @@ from edged.leafnode.credsfile import CredsKeeper, CredsSettings
 from edged.leafnode.dialing import LeafURL, is_ip, parse_leaf_url, tcp_connect
 from edged.leafnode.websocket import WSClientProtocol
 from edged.log import log
-from edged.options import LeafNodeOpts, RemoteLeafOpts
-from edged.subjects import subject_is_subset
-from edged.tlsconf import client_ssl_context
+from edged.routing.subjects import subject_is_subset
+from edged.security.tlsconf import client_ssl_context
+from edged.settings.options import LeafNodeOpts, RemoteLeafOpts
 
 if TYPE_CHECKING:
     from edged.server import Server

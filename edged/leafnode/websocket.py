@@ -2,7 +2,7 @@
 leafNodeSolicitWSConnection does it: GET <path>/leafnode, binary frames as a byte stream, masking unless the
 hub echoed `Nats-No-Masking: true`, permessage-deflate without context takeover when asked for.
 
-The WebSocket itself is `edged.wslink` (the `websockets` library's ClientProtocol); this module only says
+The WebSocket itself is `edged.connections.wslink` (the `websockets` library's ClientProtocol); this module only says
 what a leafnode asks of the hub and what it makes of the answer.
 """
 
@@ -14,8 +14,8 @@ from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFact
 from websockets.http11 import Response
 from websockets.uri import parse_uri
 
+from edged.connections.wslink import MaskingClientProtocol, WSLink
 from edged.log import log
-from edged.wslink import MaskingClientProtocol, WSLink
 
 LEAF_PATH = "/leafnode"
 NO_MASKING_HEADER = "Nats-No-Masking"

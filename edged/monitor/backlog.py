@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edged.goformat import rfc3339
-from edged.receiver import KIND_LEAF
+from edged.routing.receiver import KIND_LEAF
 
 if TYPE_CHECKING:
     from edged.server import Server

@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edged import API_LEVEL, SERVER_VERSION
-from edged.account_jwt import untokenize
-from edged.accounts import GLOBAL_ACCOUNT, InternalClient
-from edged.doctor import doctor_of
+from edged.appliance.doctor import doctor_of
 from edged.goformat import rfc3339, rtt_text, uptime_text
-from edged.imports import StreamImportRule
 from edged.log import log
 from edged.monitor.backlog import backlog
 from edged.monitor.process import num_cores, state_of
 from edged.monitor.request import MonitorError, parse_bool, parse_int
-from edged.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
+from edged.routing.accounts import GLOBAL_ACCOUNT, InternalClient
+from edged.routing.imports import StreamImportRule
+from edged.routing.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
+from edged.security.account_jwt import untokenize
 
 if TYPE_CHECKING:
-    from edged.client import ClientConnection
+    from edged.connections.client import ClientConnection
     from edged.leafnode import LeafConnection
     from edged.server import Server
 

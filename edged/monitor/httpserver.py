@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from edged import SERVER_VERSION, __version__
-from edged.listener import dual_stack_socket
+from edged.connections.listener import dual_stack_socket
 from edged.log import log
 from edged.monitor.backlog import tracker_of
 from edged.monitor.documents import (

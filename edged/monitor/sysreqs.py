@@ -23,7 +23,7 @@ from edged.monitor.encoding import to_json
 from edged.monitor.request import MonitorError
 
 if TYPE_CHECKING:
-    from edged.accounts import InternalClient, Subscription
+    from edged.routing.accounts import InternalClient, Subscription
     from edged.server import Server
 
 SERVER_PING = "$SYS.REQ.SERVER.PING"
@@ -195,7 +195,7 @@ class SystemHandlers:
 
     def handle_claims_update(self, subject: str, reply: str, payload: bytes) -> None:
         """nats-server's accountClaimUpdate: apply the pushed account JWT, log and answer as it does."""
-        from edged.auth import ClaimsUpdateError
+        from edged.security.auth import ClaimsUpdateError
 
         toks = subject.split(".")
         pub = toks[3] if len(toks) == 6 else toks[2]

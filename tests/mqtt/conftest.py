@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mqtt import Mosquitto, mqtt_config, wait_mqtt
+from tests.support.mqttpeers.clients import Mosquitto, mqtt_config, wait_mqtt
 from tests.support.servers import KINDS, ServerProcess, free_port
 
 

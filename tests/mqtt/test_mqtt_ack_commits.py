@@ -9,7 +9,7 @@ import socket
 
 from bridges.mqtt.codec import MQTTDecoder, encode, encode_publish
 from bridges.mqtt.packets import ConnAck, Connect, PubAck, Publish, SubAck, Subscribe, SubscriptionOptions
-from tests.support.mqtt import Client, wait_mqtt
+from tests.support.mqttpeers.clients import Client, wait_mqtt
 
 
 class RawClient:

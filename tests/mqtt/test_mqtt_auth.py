@@ -14,7 +14,7 @@ import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.mqtt import Client
+from tests.support.mqttpeers.clients import Client
 from tests.support.servers import ServerProcess, free_port
 
 ACCOUNTS = """

@@ -12,7 +12,7 @@ import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.mqtt import Client
+from tests.support.mqttpeers.clients import Client
 from tests.support.servers import ServerProcess
 
 
@@ -116,7 +116,7 @@ def test_mosquitto_clients(mqtt_server) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_v5_pub_sub_and_user_properties(mqtt_server) -> None:  # type: ignore[no-untyped-def]
-    from tests.support.mqtt import publish_props
+    from tests.support.mqttpeers.clients import publish_props
 
     srv = mqtt_server()
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.aio import run
 from tests.support.leaf import HUB_CONF, Hub, hub_binary, hub_client
-from tests.support.mqtt import Client
+from tests.support.mqttpeers.clients import Client
 
 
 @pytest.fixture

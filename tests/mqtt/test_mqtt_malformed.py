@@ -10,7 +10,7 @@ import pytest
 
 from bridges.mqtt import codec
 from bridges.mqtt.packets import ConnAck, Connect, Disconnect, Publish
-from tests.support.mqtt import Client
+from tests.support.mqttpeers.clients import Client
 from tests.support.servers import ServerProcess
 
 

@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.mqtt import Client, wait_mqtt
+from tests.support.mqttpeers.clients import Client, wait_mqtt
 from tests.support.servers import ServerProcess
 
 
@@ -346,7 +346,7 @@ def test_clean_session_cut_by_kill9_leaves_no_consumer(mqtt_server) -> None:  # 
     c.c.loop_stop()
     srv.start()
     wait_mqtt(srv.mqtt_port)
-    from tests.support.mqtt import until
+    from tests.support.mqttpeers.clients import until
 
     until(lambda: len(run(names())) == 2)
     k = Client(srv.mqtt_port, client_id="keeper", clean=False)
@@ -422,7 +422,7 @@ def test_nothing_pubacked_is_lost_across_kill9(mqtt_server) -> None:  # type: ig
 
     t = threading.Thread(target=publish)
     t.start()
-    from tests.support.mqtt import until
+    from tests.support.mqttpeers.clients import until
 
     until(lambda: len(acked) >= 50)
     srv.kill9()

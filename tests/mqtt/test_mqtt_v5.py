@@ -13,7 +13,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 
 from tests.support.aio import run
-from tests.support.mqtt import Client, props, publish_props
+from tests.support.mqttpeers.clients import Client, props, publish_props
 from tests.support.servers import ServerProcess
 
 

@@ -12,7 +12,7 @@ import nats
 import pytest
 
 from tests.support.aio import run
-from tests.support.mqtt import Client, mqtt_config, wait_mqtt
+from tests.support.mqttpeers.clients import Client, mqtt_config, wait_mqtt
 from tests.support.servers import KINDS, ServerProcess, free_port
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mosquitto import Mosquitto
+from tests.support.mqttpeers.mosquitto import Mosquitto
 
 
 @pytest.fixture

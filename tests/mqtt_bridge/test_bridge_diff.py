@@ -10,7 +10,7 @@ from typing import Any
 import nats
 
 from tests.support.aio import run, until
-from tests.support.mosquitto import Mosquitto, Subscriber, publish
+from tests.support.mqttpeers.mosquitto import Mosquitto, Subscriber, publish
 from tests.support.servers import ServerProcess, free_port
 
 N = 50

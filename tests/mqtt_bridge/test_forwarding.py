@@ -12,7 +12,7 @@ from typing import Any
 import nats
 
 from tests.support.aio import eventually, run, until
-from tests.support.mosquitto import Mosquitto, Subscriber, publish
+from tests.support.mqttpeers.mosquitto import Mosquitto, Subscriber, publish
 from tests.support.servers import ServerProcess, free_port
 
 

@@ -29,7 +29,7 @@ from nats.js.api import ConsumerConfig
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.support.aio import eventually, run, until
-from tests.support.mosquitto import Mosquitto, Subscriber
+from tests.support.mqttpeers.mosquitto import Mosquitto, Subscriber
 from tests.support.servers import ServerProcess, free_port
 
 WINDOW = 20

@@ -18,7 +18,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.support.aio import eventually, run, until
-from tests.support.mosquitto import Mosquitto, Subscriber
+from tests.support.mqttpeers.mosquitto import Mosquitto, Subscriber
 from tests.support.servers import ServerProcess, free_port
 
 

@@ -21,9 +21,9 @@ import nats
 import nkeys
 import pytest
 
-from edged import bundle, fleet
-from edged.creds import format_creds
-from edged.jwt import encode, new_keypair
+from edged.appliance import bundle, fleet
+from edged.security.creds import format_creds
+from edged.security.jwt import encode, new_keypair
 from tests.packaging.nspawn import (
     Booted,
     ensure_binfmt,
@@ -33,7 +33,7 @@ from tests.packaging.nspawn import (
     run_in_root,
 )
 from tests.support.aio import run
-from tests.support.certs import make_pki
+from tests.support.identity.certs import make_pki
 from tests.support.servers import ROOT, ServerProcess, free_port, wait_port
 
 pytestmark = [
@@ -157,7 +157,7 @@ def test_install_run_reload_watchdog_upgrade_purge_in_booted_bookworm(debs: dict
         run(_publish(port, 5))
         assert c.sh("ls /var/lib/edged/jetstream").strip()
         got = c.sh("python3 -I -c 'import sys; sys.path[0:0] = [\"/usr/lib/edged\", \"/usr/lib/edged/vendor/py3\", "
-                   "\"/usr/lib/edged/vendor/cp311\"]; import cryptography; from edged import bundle; "
+                   "\"/usr/lib/edged/vendor/cp311\"]; import cryptography; from edged.appliance import bundle; "
                    "b = bundle.read(\"/bundle\"); print(cryptography.__version__, b.device, b.domain, bool(b.ca_pem))'")
         assert got.split() == ["38.0.4", "dev1", "edge", "True"], got
         journal = c.sh("journalctl -u edged --no-pager -o cat")

@@ -23,8 +23,8 @@ import nkeys
 import pytest
 from nats.js.api import StreamSource
 
-from edged.creds import write_creds_file
-from edged.jwt import encode, new_keypair
+from edged.security.creds import write_creds_file
+from edged.security.jwt import encode, new_keypair
 from tests.packaging.notifysock import NotifySocket
 from tests.support.aio import run
 from tests.support.servers import ROOT, ServerProcess, free_port, wait_port

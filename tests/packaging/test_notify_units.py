@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edged.doctor import DoctorSettings, Silence, duration_text
-from edged.systemd import Notifier, one_line, raw_sender, socket_address, watchdog_interval
+from edged.appliance.doctor import DoctorSettings, Silence, duration_text
+from edged.appliance.systemd import Notifier, one_line, raw_sender, socket_address, watchdog_interval
 from storage.base import StoreClosedError
 from storage.sqlite import SQLiteStore
 from tests.packaging.notifysock import NotifySocket

@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from tests.pipeline.conftest import PIPELINE, run
-from tests.support.certs import make_pki
+from tests.support.identity.certs import make_pki
 from tests.support.servers import ServerProcess
 
 pytestmark = PIPELINE

@@ -10,7 +10,7 @@ from typing import Any
 
 @asynccontextmanager
 async def running(opts: Any) -> AsyncIterator[Any]:
-    """An edged Server started from `opts` (edged.options.Options), shut down however the block ends."""
+    """An edged Server started from `opts` (edged.settings.options.Options), shut down however the block ends."""
     from edged.server import Server
 
     srv = Server(opts)

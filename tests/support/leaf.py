@@ -16,9 +16,9 @@ from typing import Any
 import nats
 import nkeys
 
-from edged import jwt as jwtmod
-from edged.creds import format_creds
-from edged.options import RemoteLeafOpts
+from edged.security import jwt as jwtmod
+from edged.security.creds import format_creds
+from edged.settings.options import RemoteLeafOpts
 from tests.support.inprocess import running
 from tests.support.servers import ServerProcess, free_port, nats_server_path, wait_port
 
@@ -77,8 +77,8 @@ class Hub(ServerProcess):
 def edge_options(remotes: list[Any], *, reconnect: float = 1.0, ping_interval: float = 120.0,
                  **opts: Any) -> Any:
     """Options of an edge named edge1 on a free loopback port with these leafnode remotes (and any other
-    edged.options.Options field)."""
-    from edged.options import LeafNodeOpts, Options
+    edged.settings.options.Options field)."""
+    from edged.settings.options import LeafNodeOpts, Options
 
     o = Options(host="127.0.0.1", port=free_port(), server_name=opts.pop("server_name", "edge1"),
                 ping_interval=ping_interval, **opts)

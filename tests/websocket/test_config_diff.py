@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edged.config import options_from_text
+from edged.settings.config import options_from_text
 from tests.support.servers import ROOT, nats_server_path
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.hub.test_leafnode_accept import core_scenario, leaf_count
+from tests.hub.leafnode.test_leafnode_accept import core_scenario, leaf_count
 from tests.support.aio import run
 from tests.support.servers import ServerProcess, free_port
 

@@ -191,7 +191,7 @@ def _jwt_of(creds_path: str) -> str:
 def test_jwt_cookie(kind: str, tmp_path: Any) -> None:
     """Operator mode with `jwt_cookie`: a bearer user JWT in the cookie logs a WebSocket client in without
     credentials in its CONNECT; a JWT that needs a signature, or no cookie, does not."""
-    from tests.interop.test_auth import Operator
+    from tests.interop.accounts.test_auth import Operator
 
     op = Operator()
     bearer = _jwt_of(op.user(str(tmp_path / "bearer.creds"), bearer_token=True))

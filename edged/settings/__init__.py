@@ -1,0 +1,1 @@
+"""Configuration: nats-server's config syntax, its blocks turned into typed options."""
