@@ -42,6 +42,14 @@ async def _last(nc: Any, stream: str, subject: str) -> Any:
             "hdrs": base64.b64decode(m.get("hdrs", "")).decode()}
 
 
+async def _summed(nc: Any) -> Any:
+    """SUM's last `cnt.a`: its total and per-source state. Which source's increment lands last is a race
+    between the two sources (on both servers), so not the last message's own Nats-Incr."""
+    last = await _last(nc, "SUM", "cnt.a")
+    last["hdrs"] = sorted(ln for ln in last["hdrs"].split("\r\n") if ln.startswith("Nats-Counter"))
+    return last
+
+
 async def _scenario(url: str) -> list[Any]:
     nc = await nats.connect(url)
     out: list[Any] = []
@@ -98,11 +106,7 @@ async def _scenario(url: str) -> list[Any]:
             await asyncio.sleep(0.1)
         info = await _req(nc, "$JS.API.STREAM.INFO.SUM")
         out.append(info["state"]["messages"])
-        last = await _last(nc, "SUM", "cnt.a")
-        # which source's increment lands last is a race between the two sources (on both servers): the
-        # total and the per-source state are what must agree, not the last message's own Nats-Incr
-        last["hdrs"] = sorted(ln for ln in last["hdrs"].split("\r\n") if ln.startswith("Nats-Counter"))
-        out.append(last)
+        out.append(await _summed(nc))
     finally:
         await nc.close()
     return out
@@ -162,9 +166,7 @@ async def _backlog_scenario(url: str) -> list[Any]:
             if (await _req(nc, "$JS.API.STREAM.INFO.SUM"))["state"]["messages"] >= 80:
                 break
             await asyncio.sleep(0.1)
-        last = await _last(nc, "SUM", "cnt.a")
-        last["hdrs"] = sorted(ln for ln in last["hdrs"].split("\r\n") if ln.startswith("Nats-Counter"))
-        out.append(last)
+        out.append(await _summed(nc))
     finally:
         await nc.close()
     return out
