@@ -90,6 +90,8 @@ _MSGS_AT = len(_MSGS_PREFIX_B)
 _PUB_FIRST = natsmsg.PUB_FIRST
 _PUB_AT = len(_PUB_FIRST)
 _EXPIRY_KEY = b"\r\n" + natsmsg.EXPIRY_HEADER.encode() + b":"
+# topic names of PUBLISHes already checked -> their subject: a publisher repeats a few topics (bounded)
+_SUBJECTS: dict[str, str] = {}
 TOPIC_ALIAS_MAX = 64  # topic aliases a client may set up with edged (MQTT 5)
 RECEIVE_MAX = 65535
 REPLY_HEADER = b"Nmqtt-Reply"
@@ -532,11 +534,16 @@ class MQTTConnection(Connection):
                     reply = topic_to_subject(props.response_topic)
                 except TopicError as e:
                     return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
-        try:
-            validate_topic_name(topic)
-            subject = topic_to_subject(topic)
-        except TopicError as e:
-            return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
+        subject = _SUBJECTS.get(topic)
+        if subject is None:
+            try:
+                validate_topic_name(topic)
+                subject = topic_to_subject(topic)
+            except TopicError as e:
+                return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
+            if len(_SUBJECTS) >= 4096:
+                _SUBJECTS.clear()
+            _SUBJECTS[topic] = subject
         if p.qos == 2 and self.service.reject_qos2:
             return self._fail(ReasonCode.QOS_NOT_SUPPORTED, "QoS 2 PUBLISH rejected by configuration")
         self.in_msgs += 1
@@ -877,9 +884,12 @@ class MQTTConnection(Connection):
         if self.closed or not self.connected or not isinstance(sub, MQTTSub):
             return
         st = sub.st
-        if st.qos > 0 and not sub.js and sub.queue is None and not subject.startswith(b"$MQTT.") and not (
-                self.service.publishing and mqtt_qos(hdr) == 0):
-            return  # the QoS 1/2 copy comes through the session's consumer (told before any decoding)
+        if st.qos > 0 and not sub.js and sub.queue is None and not (
+                self.service.publishing and hdr is not None and hdr[_PUB_AT:_PUB_AT + 1] == b"0"
+                and hdr.startswith(_PUB_FIRST)) and not subject.startswith(b"$MQTT."):
+            # the QoS 1/2 copy comes through the session's consumer (told before any decoding); what MQTT
+            # routes (`publishing`) has its QoS first in the header
+            return
         if sub.js:
             self._deliver_js(sub, st, subject, reply, hdr, payload)
             return

@@ -53,6 +53,8 @@ class MQTTService:
         # store commits that connections wait on (their QoS 1 PUBACKs), told by the store as it commits
         self._commit_waiters: dict[Any, list[MQTTConnection]] = {}
         self._told_by_store = False
+        # subject of an MQTT publish -> (its bytes, its `$MQTT.msgs.` subject as str and bytes); bounded
+        self._names: dict[str, tuple[bytes, str, bytes]] = {}
 
     def connection(self, websocket: bool = False) -> MQTTConnection:
         """A new MQTT connection (an asyncio Protocol) for this server."""
@@ -187,21 +189,29 @@ class MQTTService:
         future of the store commit that holds it when anything stored it (None: nothing to wait for)."""
         if account is None:
             return None
-        sb = subject.encode()
+        names = self._names.get(subject)
+        if names is None:
+            if len(self._names) >= 4096:
+                self._names.clear()
+            m = MSGS_PREFIX + subject
+            names = self._names[subject] = (subject.encode(), m, m.encode("utf-8", "surrogateescape"))
+        macc = self.account_state(account) if qos > 0 else None
+        if macc is not None:
+            macc.matched = False  # set by the routing below if a QoS 1/2 session subscription takes it
         self.publishing = True
         try:
-            account.route(subject, sb, reply.encode() if reply else b"", hdr, payload, origin)
+            account.route(subject, names[0], reply.encode() if reply else b"", hdr, payload, origin)
         finally:
             self.publishing = False
-        macc = self.account_state(account) if qos > 0 else None
-        if macc is not None and macc.wants_stored(subject):
+        if macc is not None and macc.matched:
             # the stored copy also names its publisher (an MQTT 5 no-local subscription skips its own) and
             # carries the reply subject in a header (a reply would get the stream's PubAck)
             h = hdr[:-2] + b"Nmqtt-Origin:%d\r\n" % getattr(origin, "cid", 0)
             if reply:
                 h += REPLY_HEADER + b":" + reply.encode() + b"\r\n"
             h += b"\r\n"
-            macc.api.client.publish(MSGS_PREFIX + subject, payload, "", h)
+            client = macc.api.client
+            account.route(names[1], names[2], b"", h, payload, client)
         js = self.server.jetstream
         if js is None or qos == 0:
             return None
