@@ -288,11 +288,12 @@ class MQTTConnection(Connection):
 
     def _send_ordered(self, done: Awaitable[None] | None, data: bytes) -> None:
         """A reply that must wait for `done` (a store commit), sent in the order replies were made."""
-        if not self._acks and (done is None or _is_done(done)):
+        waiting = done is not None and not _is_done(done)
+        if not waiting and not self._acks:
             self.send_raw(data)
             return
         self._acks.append((done, data))
-        if done is not None and not _is_done(done):
+        if waiting:
             # the PUBLISHes of one read share one commit: one callback sends all their PUBACKs
             if done is not self._acks_on:
                 self._acks_on = done
@@ -301,17 +302,16 @@ class MQTTConnection(Connection):
             self.server.loop.call_soon(self._acks_ready, None)
 
     def _acks_ready(self, f: Any) -> None:
-        """Replies whose commit is done go out, in order; `f` is a commit just made (its future resolves
-        right after)."""
+        """Replies whose commit is done go out, in order, in one write; `f` is a commit just made (its
+        future resolves right after)."""
         if f is not None and f.done():  # the future's callback (a commit that failed, or a store that tells none)
             self.service._commit_waiters.pop(f, None)
         q = self._acks
-        sent = False
+        out = []
         while q and (q[0][0] is None or q[0][0] is f or _is_done(q[0][0])):
-            _, data = q.popleft()
-            self.send_raw(data)
-            sent = True
-        if sent:
+            out.append(q.popleft()[1])
+        if out:
+            self.send_raw(b"".join(out) if len(out) > 1 else out[0])
             self.server.flush_now()
 
     def _fail(self, rc: int, why: str) -> None:
