@@ -293,22 +293,6 @@ class SQLiteStream(Stream):
         # recent_meta (acked messages of an interest stream are removed without reading them back); any
         # removal forgets its entries, and the whole map goes past RECENT_MAX (a bound, not a cache policy)
         self._recent: dict[int, tuple[str, int]] = {}
-        # every live message from this sequence on is in `_recent` (it started over there): `_next_live`
-        # finds the next one after an acked run without a read
-        self._recent_lo = self.last_seq + 1
-
-    _tracking = False
-
-    @property  # type: ignore[override]
-    def track_recent(self) -> bool:
-        return self._tracking
-
-    @track_recent.setter
-    def track_recent(self, on: bool) -> None:
-        if on != self._tracking:  # what was appended meanwhile is not in `_recent`: it starts over
-            self._recent = {}
-            self._recent_lo = self.last_seq + 1
-        self._tracking = on
 
     # ---- append (hot path) ---------------------------------------------------------------------
     def append(
@@ -328,11 +312,10 @@ class SQLiteStream(Stream):
         b.inserts.append(row)
         b.touched[self._sid] = self
         self._pend[seq] = row
-        if self._tracking:
+        if self.track_recent:
             recent = self._recent
             if len(recent) >= RECENT_MAX:
                 recent.clear()
-                self._recent_lo = seq
             recent[seq] = (subject, size)
         self.last_seq = seq
         self.last_ts = ts
@@ -565,19 +548,18 @@ class SQLiteStream(Stream):
             s = front.popleft()
             if s > after and s not in gone:
                 return s
-        if self._tracking and after >= self._recent_lo - 1:
-            # every live message after `after` is in `_recent`: the next one is known without a read
-            # (acks of an interest stream remove its front, and the next message is usually right behind)
-            recent = self._recent
-            last = self.last_seq
-            end = min(last, after + 64)
+        recent = self._recent
+        if recent:
+            # an acked run removed the front: past the messages just removed (`_gone`), the next one is
+            # usually one stored lately, so live (a removal forgets it), and known without a read
             s = after + 1
+            end = min(self.last_seq, after + 256)
             while s <= end:
                 if s in recent:
                     return s
+                if s not in gone:
+                    break  # not known either way: the rows tell
                 s += 1
-            if end == last:
-                return last + 1
         lo = after + 1
         plo = self._pend_lo
         hi = min(self.last_seq, plo - 1)
@@ -670,7 +652,6 @@ class SQLiteStream(Stream):
 
     def _drop_range(self, lo: int, hi: int) -> None:
         self._recent.clear()
-        self._recent_lo = self.last_seq + 1
         if self._front and hi >= self._front[0]:
             self._front.clear()
         # Callers only drop ranges starting at first_seq and move first_seq past them, which is
@@ -796,7 +777,6 @@ class SQLiteStream(Stream):
         self._pend = {}
         self._gone = set()
         self._recent = {}
-        self._recent_lo = self.last_seq + 1
         self._front.clear()  # read ahead before a failed commit: may name rows that are back
         self._pend_lo = self.last_seq + 1
         self.epoch += 1
