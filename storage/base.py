@@ -174,6 +174,11 @@ class Stream(ABC):
         make it durable with a later commit."""
         self._drop_one(seq)
 
+    def _drop_acked_run(self, metas: list[Meta]) -> None:
+        """`_drop_acked` of each (a run of acks): a backend may do the lot in one call."""
+        for m in metas:
+            self._drop_acked(m.seq)
+
     @abstractmethod
     def _drop_range(self, lo: int, hi: int) -> None:
         """Remove every row with lo <= seq <= hi."""
@@ -366,6 +371,21 @@ class Stream(ABC):
         else:
             self.subjects.pop(subject, None)
 
+    def _forget_run(self, metas: list[Meta]) -> None:
+        """`_forget` of each, in one pass."""
+        subjects = self.subjects
+        size = 0
+        for m in metas:
+            size += m.size
+            subject = m.subject
+            n = subjects.get(subject, 0) - 1
+            if n > 0:
+                subjects[subject] = n
+            else:
+                subjects.pop(subject, None)
+        self.msgs -= len(metas)
+        self.bytes -= size
+
     def _advance_first(self) -> None:
         """After the first message went away, first_seq moves to the next live one (or last+1)."""
         if self.msgs == 0:
@@ -406,14 +426,7 @@ class Stream(ABC):
         known: list[Meta] = []
         if later and self.track_recent:
             # messages stored lately are known without a read (`recent_meta`)
-            recent = self.recent_meta
-            rest = []
-            for seq in seqs:
-                m = recent(seq)
-                if m is None:
-                    rest.append(seq)
-                else:
-                    known.append(m)
+            known, rest = self.recent_metas(seqs)
             if not rest:
                 self._remove_metas(known, False, later)
                 return known
@@ -429,6 +442,18 @@ class Stream(ABC):
             metas = sorted(known + metas)
         self._remove_metas(metas, False, later)
         return metas
+
+    def recent_metas(self, seqs: list[int]) -> tuple[list[Meta], list[int]]:
+        """`recent_meta` of each: (the Metas known, in order; the sequences not known)."""
+        known: list[Meta] = []
+        rest: list[int] = []
+        for seq in seqs:
+            m = self.recent_meta(seq)
+            if m is None:
+                rest.append(seq)
+            else:
+                known.append(m)
+        return known, rest
 
     def recent_meta(self, seq: int) -> Meta | None:
         """A live message's Meta known without a read (a backend may remember what it stored lately, when
@@ -457,12 +482,12 @@ class Stream(ABC):
         front = metas[0].seq == self.first_seq
         if front and contiguous and len(metas) > 8:
             self._drop_range(self.first_seq, metas[-1].seq)
+        elif later:
+            self._drop_acked_run(metas)
         else:
-            drop = self._drop_acked if later else self._drop_one
             for m in metas:
-                drop(m.seq)
-        for m in metas:
-            self._forget(m.subject, m.size)
+                self._drop_one(m.seq)
+        self._forget_run(metas)
         if front:
             if contiguous:
                 self.first_seq = metas[-1].seq

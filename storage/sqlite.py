@@ -399,6 +399,18 @@ class SQLiteStream(Stream):
         k = self._recent.get(seq)
         return Meta(seq, k[0], k[1], 0) if k is not None else None
 
+    def recent_metas(self, seqs: list[int]) -> tuple[list[Meta], list[int]]:
+        get = self._recent.get
+        known: list[Meta] = []
+        rest: list[int] = []
+        for seq in seqs:
+            k = get(seq)
+            if k is None:
+                rest.append(seq)
+            else:
+                known.append(Meta(seq, k[0], k[1], 0))
+        return known, rest
+
     # ---- reads ---------------------------------------------------------------------------------
     def _get(self, seq: int) -> StoredMsg | None:
         r = self._pend.get(seq)
@@ -569,6 +581,18 @@ class SQLiteStream(Stream):
             s = front.popleft()
             if s > after and s not in gone:
                 return s
+        recent = self._recent
+        if recent:
+            # an acked run removed the front: past the messages just removed (`_gone`), the next one is
+            # usually one stored lately, so live (a removal forgets it), and known without a read
+            s = after + 1
+            end = min(self.last_seq, after + 256)
+            while s <= end:
+                if s in recent:
+                    return s
+                if s not in gone:
+                    break  # not known either way: the rows tell
+                s += 1
         lo = after + 1
         plo = self._pend_lo
         hi = min(self.last_seq, plo - 1)
@@ -637,6 +661,27 @@ class SQLiteStream(Stream):
         store._later_soon()
         self._pend.pop(seq, None)
         self._gone.add(seq)
+
+    def _drop_acked_run(self, metas: list[Meta]) -> None:
+        """`_drop_acked` of each of a run of acked messages, with the lookups done once."""
+        store = self._store
+        ride = store._ride
+        recent = self._recent
+        pend = self._pend
+        gone = self._gone
+        base = self._base
+        for m in metas:
+            seq = m.seq
+            if recent:
+                recent.pop(seq, None)
+            if self._front:
+                self._uncache(seq)
+            ride.append((base + seq,))
+            pend.pop(seq, None)
+            gone.add(seq)
+        if metas and metas[-1].seq >= self.last_seq:
+            store._later_meta[self._sid] = self
+        store._later_soon()
 
     def _drop_range(self, lo: int, hi: int) -> None:
         self._recent.clear()

@@ -874,6 +874,9 @@ class MQTTDecoder:
                     append(self._publish(buf, start, end, flags, level, from_server))
                 else:
                     append(Publish(topic, buf[p:end], qos, flags & 1 == 1, flags & 8 == 8, pid, None))
+            elif h == 0x40 and rl == 2 and (buf[start] or buf[start + 1]):
+                # fast path: a plain PUBACK (success, no properties), what a QoS 1 subscriber sends per message
+                append(PubAck((buf[start] << 8) | buf[start + 1]))
             else:
                 self._check_type(ptype, h & 15, level)
                 r = _Body(buf, start, end, ptype)

@@ -77,7 +77,7 @@ from bridges.mqtt.topics import (
 )
 from edged.connections.connection import Connection
 from edged.log import log
-from edged.routing.receiver import KIND_CLIENT, Subscription
+from edged.routing.receiver import KIND_CLIENT, Message, Subscription
 from edged.security.auth import AuthError
 
 if TYPE_CHECKING:
@@ -85,6 +85,13 @@ if TYPE_CHECKING:
     from edged.routing.accounts import Account
     from edged.server import Server
 
+_MSGS_PREFIX_B = MSGS_PREFIX.encode()
+_MSGS_AT = len(_MSGS_PREFIX_B)
+_PUB_FIRST = natsmsg.PUB_FIRST
+_PUB_AT = len(_PUB_FIRST)
+_EXPIRY_KEY = b"\r\n" + natsmsg.EXPIRY_HEADER.encode() + b":"
+# topic names of PUBLISHes already checked -> their subject: a publisher repeats a few topics (bounded)
+_SUBJECTS: dict[str, str] = {}
 TOPIC_ALIAS_MAX = 64  # topic aliases a client may set up with edged (MQTT 5)
 RECEIVE_MAX = 65535
 REPLY_HEADER = b"Nmqtt-Reply"
@@ -142,8 +149,12 @@ class MQTTConnection(Connection):
         self.keep_alive = 0
         self.will: Will | None = None
         self.tls_info: dict[str, Any] | None = None
-        # outgoing QoS 1/2: packet id -> (the consumer's ack subject or "", qos) until PUBACK / PUBREC
-        self.inflight: dict[int, tuple[str, int]] = {}
+        # outgoing QoS 1/2: packet id -> (the consumer's ack subject or b"", qos) until PUBACK / PUBREC
+        self.inflight: dict[int, tuple[bytes, int]] = {}
+        # the consumer acks of the PUBACKs (PUBRECs) handled since the last packet of another kind: routed
+        # as one run (`_send_acks`), before any other packet and at the end of each read
+        self._acking: list[bytes] = []
+        self._topics: dict[bytes, bytes] = {}  # a delivered `$MQTT.msgs.` subject -> its topic, encoded
         self._last_pi = 0
         # incoming QoS 2: packet id -> the message (subject, reply, hdr, payload, retained) until PUBREL
         self.qos2_in: dict[int, tuple[str, str, bytes, bytes, Retained | None]] = {}
@@ -182,13 +193,15 @@ class MQTTConnection(Connection):
     def process(self, events: list[Any]) -> None:
         for ev in events:
             if self.closed:
-                return
+                break
             if self._busy:
                 self._backlog.append(ev)
                 continue
             r = self._handle(ev)
             if r is not None:
                 self._run(r)
+        if self._acking:
+            self._send_acks()
 
     def _run(self, aw: Awaitable[None]) -> None:
         self._busy = True
@@ -216,6 +229,8 @@ class MQTTConnection(Connection):
                 try:
                     while self._backlog and aw is None and not self.closed:
                         aw = self._handle(self._backlog.popleft())
+                    if self._acking:
+                        self._send_acks()
                     for hook in ctx.hooks:
                         hook()
                     if srv._flushq:
@@ -229,11 +244,18 @@ class MQTTConnection(Connection):
             self.server.flush_now()
 
     def _handle(self, p: Any) -> Awaitable[None] | None:
+        if type(p) is PubAck:  # a subscriber's, the most frequent packet: one run of acks per read
+            e = self.inflight.pop(p.packet_id, None)
+            if e is not None and e[0]:
+                self._acking.append(e[0])
+            return None
+        if self._acking:
+            self._send_acks()  # acks go before whatever this packet does (an UNSUBSCRIBE, a DISCONNECT)
         if isinstance(p, Publish):
             if not self.connected:
                 return self._fail(ReasonCode.PROTOCOL_ERROR, "PUBLISH before CONNECT")
             return self._on_publish(p)
-        if isinstance(p, PubAck):
+        if isinstance(p, PubAck):  # a subclass (never made by the codec)
             self._on_puback(p.packet_id)
         elif isinstance(p, PubRec):
             return self._on_pubrec(p.packet_id)
@@ -266,11 +288,12 @@ class MQTTConnection(Connection):
 
     def _send_ordered(self, done: Awaitable[None] | None, data: bytes) -> None:
         """A reply that must wait for `done` (a store commit), sent in the order replies were made."""
-        if not self._acks and (done is None or _is_done(done)):
+        waiting = done is not None and not _is_done(done)
+        if not waiting and not self._acks:
             self.send_raw(data)
             return
         self._acks.append((done, data))
-        if done is not None and not _is_done(done):
+        if waiting:
             # the PUBLISHes of one read share one commit: one callback sends all their PUBACKs
             if done is not self._acks_on:
                 self._acks_on = done
@@ -279,17 +302,16 @@ class MQTTConnection(Connection):
             self.server.loop.call_soon(self._acks_ready, None)
 
     def _acks_ready(self, f: Any) -> None:
-        """Replies whose commit is done go out, in order; `f` is a commit just made (its future resolves
-        right after)."""
+        """Replies whose commit is done go out, in order, in one write; `f` is a commit just made (its
+        future resolves right after)."""
         if f is not None and f.done():  # the future's callback (a commit that failed, or a store that tells none)
             self.service._commit_waiters.pop(f, None)
         q = self._acks
-        sent = False
+        out = []
         while q and (q[0][0] is None or q[0][0] is f or _is_done(q[0][0])):
-            _, data = q.popleft()
-            self.send_raw(data)
-            sent = True
-        if sent:
+            out.append(q.popleft()[1])
+        if out:
+            self.send_raw(b"".join(out) if len(out) > 1 else out[0])
             self.server.flush_now()
 
     def _fail(self, rc: int, why: str) -> None:
@@ -512,11 +534,16 @@ class MQTTConnection(Connection):
                     reply = topic_to_subject(props.response_topic)
                 except TopicError as e:
                     return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
-        try:
-            validate_topic_name(topic)
-            subject = topic_to_subject(topic)
-        except TopicError as e:
-            return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
+        subject = _SUBJECTS.get(topic)
+        if subject is None:
+            try:
+                validate_topic_name(topic)
+                subject = topic_to_subject(topic)
+            except TopicError as e:
+                return self._fail(ReasonCode.TOPIC_NAME_INVALID, str(e))
+            if len(_SUBJECTS) >= 4096:
+                _SUBJECTS.clear()
+            _SUBJECTS[topic] = subject
         if p.qos == 2 and self.service.reject_qos2:
             return self._fail(ReasonCode.QOS_NOT_SUPPORTED, "QoS 2 PUBLISH rejected by configuration")
         self.in_msgs += 1
@@ -599,8 +626,18 @@ class MQTTConnection(Connection):
 
     def _on_puback(self, pi: int) -> None:
         e = self.inflight.pop(pi, None)
-        if e is not None and e[0] and self.macc is not None:
-            self.macc.api.publish(e[0], b"")
+        if e is not None and e[0]:
+            self._ack_now(e[0])
+
+    def _send_acks(self) -> None:
+        """The consumer acks of the PUBACKs just handled, routed as one run: a consumer takes the run in
+        one call (`Account.route_empties`), as a NATS client's plain acks of one read."""
+        acks = self._acking
+        self._acking = []
+        macc = self.macc
+        if macc is not None:
+            client = macc.api.client
+            client.account.route_empties(acks, client)
 
     def _on_pubrec(self, pi: int) -> Awaitable[None] | None:
         """QoS 2 out, PUBREC: the message is the client's now (the consumer's delivery is acked); the PUBREL
@@ -608,8 +645,8 @@ class MQTTConnection(Connection):
         reconnect or a restart until the PUBCOMP."""
         e = self.inflight.pop(pi, None)
         s = self.session
-        if e is not None and e[0] and self.macc is not None:
-            self.macc.api.publish(e[0], b"")
+        if e is not None and e[0]:
+            self._ack_now(e[0])
         if s is None or not s.persistent or self.macc is None:
             self._send(PubRel(pi))
             return None
@@ -827,13 +864,13 @@ class MQTTConnection(Connection):
         for subject in filter_to_subjects(topic_filter):
             for r in macc.retained.matching(subject):
                 qos = min(r.qos, st.qos)
-                pi = self._track("", qos) if qos else 0
+                pi = self._track(b"", qos) if qos else 0
                 self._publish_out(r.topic, r.payload, qos, True, False, pi, None, "",
                                   [st.sub_id] if st.sub_id else [])
 
     # ------------------------------------------------------------------ delivery (router -> PUBLISH)
 
-    def _track(self, ack: str, qos: int) -> int:
+    def _track(self, ack: bytes, qos: int) -> int:
         pi = self._last_pi
         for _ in range(65535):
             pi = pi % 65535 + 1
@@ -847,13 +884,16 @@ class MQTTConnection(Connection):
         if self.closed or not self.connected or not isinstance(sub, MQTTSub):
             return
         st = sub.st
-        if st.qos > 0 and not sub.js and sub.queue is None and not subject.startswith(b"$MQTT.") and not (
-                self.service.publishing and mqtt_qos(hdr) == 0):
-            return  # the QoS 1/2 copy comes through the session's consumer (told before any decoding)
-        subj = subject.decode("utf-8", "surrogateescape")
-        if sub.js:
-            self._deliver_js(sub, st, subj, reply.decode(), hdr, payload)
+        if st.qos > 0 and not sub.js and sub.queue is None and not (
+                self.service.publishing and hdr is not None and hdr[_PUB_AT:_PUB_AT + 1] == b"0"
+                and hdr.startswith(_PUB_FIRST)) and not subject.startswith(b"$MQTT."):
+            # the QoS 1/2 copy comes through the session's consumer (told before any decoding); what MQTT
+            # routes (`publishing`) has its QoS first in the header
             return
+        if sub.js:
+            self._deliver_js(sub, st, subject, reply, hdr, payload)
+            return
+        subj = subject.decode("utf-8", "surrogateescape")
         if ignore_for_reserved(sub.reserved, subj):
             return
         if self.perms is not None and self.perms.deny_delivery(subj):
@@ -866,22 +906,84 @@ class MQTTConnection(Connection):
             return
         sub.delivered += 1
         retain = st.retain_as_published and natsmsg.mqtt_retained(hdr)
-        self._publish_out(subject_to_topic(subj), payload, qos, retain, False, self._track("", qos) if qos else 0, hdr,
+        self._publish_out(subject_to_topic(subj), payload, qos, retain, False, self._track(b"", qos) if qos else 0, hdr,
                           reply.decode("utf-8", "surrogateescape"), [st.sub_id] if st.sub_id else [],
                           natsmsg.expiry(hdr))
 
-    def _deliver_js(self, sub: MQTTSub, st: SubState, subj: str, ack: str, hdr: bytes | None, payload: bytes) -> None:
-        if not subj.startswith(MSGS_PREFIX):
+    def takes_batch(self, sub: Subscription) -> bool:
+        """A QoS 1/2 subscription's consumer hands over its deliveries as one run (`deliver_batch`)."""
+        return type(sub) is MQTTSub and sub.js
+
+    def deliver_batch(self, sub: Subscription, msgs: list[Message], nbytes: int) -> None:
+        """`deliver` of each of a consumer's deliveries in turn. What is the same for the whole run is
+        looked up once, and the usual message (to a 3.1.1 client, no expiry, nothing to filter out) is
+        framed with no call per message but its encoding; any other goes through `_deliver_js`."""
+        if self.closed or not self.connected or type(sub) is not MQTTSub or not sub.js:
             return
-        nsubj = subj[len(MSGS_PREFIX):]
+        st = sub.st
+        deliver_js = self._deliver_js
+        if self.level == MQTT_5 or self.perms is not None or st.no_local or st.retain_as_published or \
+                sub.reserved or self._dup_upto:
+            for m in msgs:
+                deliver_js(sub, st, m[0], m[1], m[2], m[3])
+            return
+        topics = self._topics
+        inflight = self.inflight
+        pubrel = self.session.pubrel if self.session is not None else ()
+        out = self.out
+        pi = self._last_pi
+        maxq = st.qos
+        sent = size = added = 0
+        for subject, ack, hdr, payload in msgs:
+            topic = topics.get(subject)
+            if topic is None and subject.startswith(_MSGS_PREFIX_B):
+                if len(topics) >= 4096:
+                    topics.clear()
+                topic = topics[subject] = subject_to_topic(
+                    subject[_MSGS_AT:].decode("utf-8", "surrogateescape")).encode()
+            # the QoS the publisher gave, where edged writes it (first); a message with an expiry (or
+            # another header layout) takes the full path
+            q = hdr[_PUB_AT] - 48 if hdr and hdr.startswith(_PUB_FIRST) and len(hdr) > _PUB_AT else 0
+            if topic is None or not 0 < q <= 2 or _EXPIRY_KEY in hdr:  # type: ignore[operator]
+                self._last_pi = pi
+                deliver_js(sub, st, subject, ack, hdr, payload)
+                pi = self._last_pi
+                continue
+            qos = q if q < maxq else maxq
+            # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>: a resend is DUP
+            dup = ack.count(b".") >= 8 and ack.rsplit(b".", 5)[1] != b"1"
+            nxt = pi % 65535 + 1
+            if nxt in inflight or nxt in pubrel:
+                self._last_pi = pi
+                pi = self._track(ack, qos)
+            else:
+                pi = nxt
+                inflight[pi] = (ack, qos)
+            data = encode_publish(topic, payload, qos, pi, False, dup)
+            out.append(data)
+            sent += 1
+            size += len(payload)
+            added += len(data)
+        self._last_pi = pi
+        if sent:
+            sub.delivered += sent
+            self.out_msgs += sent
+            self.out_bytes += size
+            self.queued(added)
+
+    def _deliver_js(self, sub: MQTTSub, st: SubState, subject: bytes, ack: bytes, hdr: bytes | None,
+                    payload: bytes) -> None:
+        if not subject.startswith(_MSGS_PREFIX_B):
+            return
+        nsubj = subject[_MSGS_AT:].decode("utf-8", "surrogateescape")
         if ignore_for_reserved(sub.reserved, nsubj):
             self._ack_now(ack)
             return
         pq = mqtt_qos(hdr)
         qos = min(st.qos, 2 if pq is None else pq)
-        toks = ack.split(".")
+        toks = ack.split(b".")
         # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
-        dup = len(toks) >= 9 and (toks[-5] != "1" or (
+        dup = len(toks) >= 9 and (toks[-5] != b"1" or (
             sub.key in self._dup_upto and toks[-4].isdigit() and int(toks[-4]) <= self._dup_upto[sub.key]))
         exp = natsmsg.expiry(hdr)
         if exp is not None and len(toks) >= 9 and toks[-2].isdigit():
@@ -901,10 +1003,12 @@ class MQTTConnection(Connection):
         self._publish_out(subject_to_topic(nsubj), payload, qos, retain, dup, pi, hdr, reply,
                           [st.sub_id] if st.sub_id else [], exp)
 
-    def _ack_now(self, ack: str) -> None:
-        """Ack a consumer's delivery from inside the delivery call (the consumer takes re-entrant acks)."""
+    def _ack_now(self, ack: bytes) -> None:
+        """Ack a consumer's delivery at once (from inside the delivery call too: the consumer takes
+        re-entrant acks)."""
         if self.macc is not None:
-            self.macc.api.publish(ack, b"")
+            client = self.macc.api.client
+            client.account.route(ack.decode(), ack, b"", None, b"", client)
 
     def _publish_out(self, topic: str, payload: bytes, qos: int, retain: bool, dup: bool, pi: int,
                      hdr: bytes | None, reply: str, sub_ids: list[int], expiry: int | None = None) -> None:

@@ -42,6 +42,9 @@ class MQTTAccount:
         # subject -> (internal subscription, how many QoS 1/2 session subscriptions want it)
         self._watch: dict[str, tuple[Subscription, int]] = {}
         self._watching: dict[str, bool] = {}  # sid of a watch subscription -> reserved (first-level wildcard)
+        # set when a message routed reached a QoS 1/2 session subscription: what `wants_stored` would say of
+        # it, told by the routing of an MQTT publish itself (the service clears it before), with no match
+        self.matched = False
         self._dups = 0  # calls still to come for the message just queued (it matched several subjects)
         self._dup_of: tuple[bytes, str] = (b"", "")
         self._expiry: dict[str, asyncio.TimerHandle] = {}
@@ -189,7 +192,8 @@ class MQTTAccount:
 
     def wants_stored(self, subject: str) -> bool:
         """Does a QoS 1/2 session subscription (so a consumer on `$MQTT_msgs`) take a message on `subject`?
-        If none does, storing it there would only be deleted again at once (interest retention)."""
+        If none does, storing it there would only be deleted again at once (interest retention). (An MQTT
+        publish learns it from its own routing instead: `matched`.)"""
         if not self._watch:
             return False
         watching = self._watching
@@ -214,6 +218,7 @@ class MQTTAccount:
         """A message matched a QoS 1/2 session subscription: store it for the sessions' consumers unless MQTT
         stored it already (it is being routed by `MQTTService.publish`), or it is MQTT's own traffic. One message matching several subscriptions comes
         here once per matching subject, one call right after the other: it is stored once."""
+        self.matched = True
         if subject.startswith("$MQTT.") or self.origin_is_mqtt():
             return
         if self._dups:

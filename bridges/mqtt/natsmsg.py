@@ -27,7 +27,8 @@ _INTERNAL = {PUB_HEADER, "Nmqtt-Subject", "Nmqtt-Mapped", CORRELATION_HEADER, CO
              FORMAT_HEADER, EXPIRY_HEADER, ORIGIN_HEADER, "Nmqtt-Reply", "Nmqtt-Retain"}
 
 
-_PUB_FIRST = b"NATS/1.0\r\n%s:" % PUB_HEADER.encode()
+# how an MQTT message's header block starts (the QoS digit follows): its QoS is read without a lookup
+PUB_FIRST = _PUB_FIRST = b"NATS/1.0\r\n%s:" % PUB_HEADER.encode()
 _PUB_AT = len(_PUB_FIRST)
 
 # the header of a plain MQTT message, by QoS: built once

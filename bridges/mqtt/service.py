@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from bridges.mqtt.connection import MQTTConnection
+from bridges.mqtt.connection import MQTTConnection, MQTTSub
 from bridges.mqtt.manager import MQTTAccount
 from bridges.mqtt.natsmsg import Retained, mqtt_header
 from bridges.mqtt.session import MSGS_PREFIX
-from bridges.mqtt.topics import topic_to_subject
+from bridges.mqtt.topics import ignore_for_reserved, topic_to_subject
 from edged.connections.listener import Listener
 from edged.fatal import StartError
 from edged.log import log
@@ -53,6 +53,11 @@ class MQTTService:
         # store commits that connections wait on (their QoS 1 PUBACKs), told by the store as it commits
         self._commit_waiters: dict[Any, list[MQTTConnection]] = {}
         self._told_by_store = False
+        # subject of an MQTT publish -> (its bytes, its `$MQTT.msgs.` subject as str and bytes); bounded
+        self._names: dict[str, tuple[bytes, str, bytes]] = {}
+        # (account, subject) -> (the account's sublist and its generation, the QoS 1/2 plain subscriptions
+        # that take it or None when anyone else does, whether a session stores it): see `_quiet_route`
+        self._quiet: dict[tuple[str, str], tuple[Any, int, list[Any] | None, bool]] = {}
 
     def connection(self, websocket: bool = False) -> MQTTConnection:
         """A new MQTT connection (an asyncio Protocol) for this server."""
@@ -187,21 +192,33 @@ class MQTTService:
         future of the store commit that holds it when anything stored it (None: nothing to wait for)."""
         if account is None:
             return None
-        sb = subject.encode()
-        self.publishing = True
-        try:
-            account.route(subject, sb, reply.encode() if reply else b"", hdr, payload, origin)
-        finally:
-            self.publishing = False
+        names = self._names.get(subject)
+        if names is None:
+            if len(self._names) >= 4096:
+                self._names.clear()
+            m = MSGS_PREFIX + subject
+            names = self._names[subject] = (subject.encode(), m, m.encode("utf-8", "surrogateescape"))
         macc = self.account_state(account) if qos > 0 else None
-        if macc is not None and macc.wants_stored(subject):
+        quiet = self._quiet_route(macc, account, subject) if macc is not None else None
+        if quiet is not None:
+            macc.matched = quiet  # type: ignore[union-attr]
+        else:
+            if macc is not None:
+                macc.matched = False  # set by the routing below if a QoS 1/2 session subscription takes it
+            self.publishing = True
+            try:
+                account.route(subject, names[0], reply.encode() if reply else b"", hdr, payload, origin)
+            finally:
+                self.publishing = False
+        if macc is not None and macc.matched:
             # the stored copy also names its publisher (an MQTT 5 no-local subscription skips its own) and
             # carries the reply subject in a header (a reply would get the stream's PubAck)
             h = hdr[:-2] + b"Nmqtt-Origin:%d\r\n" % getattr(origin, "cid", 0)
             if reply:
                 h += REPLY_HEADER + b":" + reply.encode() + b"\r\n"
             h += b"\r\n"
-            macc.api.client.publish(MSGS_PREFIX + subject, payload, "", h)
+            client = macc.api.client
+            account.route(names[1], names[2], b"", h, payload, client)
         js = self.server.jetstream
         if js is None or qos == 0:
             return None
@@ -210,6 +227,51 @@ class MQTTService:
             return None
         done = store.durable()
         return None if done.done() else done  # type: ignore[attr-defined]
+
+    def _quiet_route(self, macc: MQTTAccount, account: Account, subject: str) -> bool | None:
+        """For a QoS 1/2 MQTT publish to `subject`: when its only receivers would be QoS 1/2 MQTT
+        subscriptions' plain subscriptions (which turn such a message down: their copy comes through the
+        session's consumer) and the QoS 1/2 sessions' watch subscriptions, routing it would do nothing
+        but tell whether a session takes it: that answer (`MQTTAccount.matched`), kept per subject until
+        the account's subscriptions change, with no routing. None: route it."""
+        if subject.startswith("$MQTT.") or account.links is not None or "route" in account.__dict__:
+            return None
+        sl = account.sublist
+        gen = sl.inserts + sl.removes
+        e = self._quiet.get((account.name, subject))
+        if e is None or e[0] is not sl or e[1] != gen:
+            e = self._classify(macc, account, subject, gen)
+        subs = e[2]
+        if subs is None:
+            return None
+        for sub in subs:  # a subscription's QoS changes in place (SUBSCRIBE again)
+            if sub.st.qos == 0:
+                return None
+        return e[3]
+
+    def _classify(self, macc: MQTTAccount, account: Account, subject: str,
+                  gen: int) -> tuple[Any, int, list[Any] | None, bool]:
+        sl = account.sublist
+        psubs, qgroups = sl.match(subject)
+        subs: list[Any] | None = []
+        matched = False
+        internal = account.internal
+        watching = macc._watching
+        if qgroups:
+            subs = None
+        else:
+            for sub in psubs:
+                if type(sub) is MQTTSub and not sub.js and sub.queue is None and not sub.max:
+                    subs.append(sub)  # type: ignore[union-attr]
+                elif sub.conn is internal and sub.sid in watching and not sub.max:
+                    matched = matched or not ignore_for_reserved(watching[sub.sid], subject)
+                else:
+                    subs = None
+                    break
+        if len(self._quiet) >= 4096:
+            self._quiet.clear()
+        e = self._quiet[(account.name, subject)] = (sl, gen, subs, matched)
+        return e
 
     # ------------------------------------------------------------------ wills
 

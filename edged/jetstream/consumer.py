@@ -1560,10 +1560,14 @@ class Consumer:
             acked = []
             move = self._move_floor
             for subject in q:
-                seqs = _ack_seqs(subject.split("."))
-                if seqs is None:
+                toks = subject.split(".")
+                if len(toks) != 9:  # `_ack_seqs`, inline
                     continue
-                sseq = seqs[0]
+                try:
+                    sseq = int(toks[5])
+                    int(toks[6])
+                except ValueError:
+                    sseq = _ack_num(toks[5])
                 p = pend.pop(sseq, None)
                 if p is not None:
                     acked.append(sseq)

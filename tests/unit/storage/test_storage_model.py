@@ -108,16 +108,23 @@ class StoreMachine(RuleBasedStateMachine):
         self.model.msgs.pop(seq, None)
         assert [st.delete(seq) for st in self.both()] == [expect, expect]
 
-    @rule(offsets=stg.lists(stg.integers(0, 400), max_size=12), far=stg.booleans())
-    def delete_many(self, offsets: list[int], far: bool) -> None:
+    @rule(offsets=stg.lists(stg.integers(0, 400), max_size=12), far=stg.booleans(), later=stg.booleans())
+    def delete_many(self, offsets: list[int], far: bool, later: bool) -> None:
         """A run of acks on an interest stream: near one another (one scan) or far apart (a read each),
-        some gone already or never there."""
+        some gone already or never there; `later`: plain acks, whose removals ride the next commit."""
         base = self.model.first
         seqs = [base + (o * 50 if far else o % 16) for o in offsets]
         want = sorted({s for s in seqs if s in self.model.msgs})
         for s in want:
             self.model.msgs.pop(s)
-        assert [[m.seq for m in st.delete_many(seqs)] for st in self.both()] == [want, want]
+        assert [[m.seq for m in st.delete_many(seqs, later)] for st in self.both()] == [want, want]
+
+    @rule(on=stg.booleans())
+    def track(self, on: bool) -> None:
+        """The stream remembers what it stored lately, or stops (`track_recent`, an interest stream's):
+        removals then know messages, and the next live one after the first, without a read."""
+        for st in self.both():
+            st.track_recent = on
 
     @rule(i=stg.integers(0, 40))
     def delete_known(self, i: int) -> None:
