@@ -12,6 +12,7 @@ from edged.protocol import CRLF, Framer, more_of_run
 MAX_LEAF_CONTROL_LINE = 64 * 1024
 MAX_LEAF_PAYLOAD = 64 * 1024 * 1024
 LDS_PREFIX = "$LDS."
+SPLIT_WINDOW = 8192  # bytes a run of replies is first split over (LeafParser._split_run)
 
 OP_INFO = 1  # (OP_INFO, dict)
 OP_PING = 2  # (OP_PING,)
@@ -269,43 +270,53 @@ class LeafParser(Framer):
 
     def _split_run(self, buf: bytes, pos: int, vprefix: bytes, vrun: tuple) -> int:
         """The messages of a run of replies from `pos` (a line starting with `vprefix`, right after a CRLF) up
-        to the last whole one of the read, taken at once: one regex split on `CRLF <vprefix><reply> <size>
-        CRLF` gives every reply, size and the bytes up to the next such line, and where each of those holds
-        exactly its size the parse is the one line by line would give (a payload that holds such a line, or
-        anything else between two, makes its piece longer or shorter than its size: taken up to there).
-        Half the Python work per message of the line-by-line loop, which a mirror's drain spends on its
-        loop thread. Returns where the messages not taken begin (the read's last one is left to the caller)."""
+        to the last whole one of the read, taken a window at a time: one regex split on `CRLF <vprefix><reply>
+        <size> CRLF` gives every reply, size and the bytes up to the next such line, and where each of those
+        holds exactly its size the parse is the one line by line would give (a payload that holds such a line,
+        or anything else between two, makes its piece longer or shorter than its size: taken up to there).
+        Half the Python work per message of the line-by-line loop, which a mirror's drain spends on its loop
+        thread. The window starts at SPLIT_WINDOW bytes and doubles while the run goes on, so a short run
+        among other traffic scans little past its end. Returns where the messages not taken begin (at least
+        the read's last one is left to the caller)."""
         if self._split_for != vprefix:
             if len(vprefix) + 1040 > self.max_control_line:
                 return pos
             self._split = re.compile(b"\r\n" + re.escape(vprefix) + rb"([^ ]{1,1024}) ([0-9]{1,10})\r\n")
             self._split_for = vprefix
         assert self._split is not None
-        parts = self._split.split(buf[pos - 2:])
-        m = (len(parts) - 1) // 3 - 1  # the whole pieces: all but the last match's
-        if m < 2 or parts[0]:
-            return pos
-        sizes = parts[2 : 3 * m : 3]
-        payloads = parts[3 : 3 * m + 1 : 3]
-        lens = list(map(len, payloads))
-        if list(map(int, sizes)) != lens or max(lens) > self.max_payload:
-            k = 0
-            for size, got in zip(sizes, lens, strict=True):
-                if int(size) != got or got > self.max_payload:
-                    break
-                k += 1
-            if k < 2:
+        split = self._split.split
+        window = SPLIT_WINDOW
+        n = len(buf)
+        while True:
+            parts = split(buf[pos - 2 : pos - 2 + window])
+            m = (len(parts) - 1) // 3 - 1  # the whole pieces: all but the last match's
+            if m < 2 or parts[0]:
                 return pos
-            m = k
-            sizes = sizes[:k]
-            del payloads[k:], lens[k:]
-        replies = parts[1 : 3 * m : 3]
-        joined = b"".join(replies)
-        if len(joined.split()) != 1:  # other white space in a reply (`[^ ]` is the fastest class to match)
-            return pos
-        vrun[2].extend(replies)
-        vrun[3].extend(payloads)
-        return pos + m * (len(vprefix) + 5) + sum(map(len, replies)) + sum(map(len, sizes)) + sum(lens)
+            sizes = parts[2 : 3 * m : 3]
+            payloads = parts[3 : 3 * m + 1 : 3]
+            lens = list(map(len, payloads))
+            whole = list(map(int, sizes)) == lens and max(lens) <= self.max_payload
+            if not whole:
+                k = 0
+                for size, got in zip(sizes, lens, strict=True):
+                    if int(size) != got or got > self.max_payload:
+                        break
+                    k += 1
+                if k < 2:
+                    return pos
+                m = k
+                sizes = sizes[:k]
+                del payloads[k:], lens[k:]
+            replies = parts[1 : 3 * m : 3]
+            joined = b"".join(replies)
+            if len(joined.split()) != 1:  # other white space in a reply (`[^ ]` is the fastest class to match)
+                return pos
+            vrun[2].extend(replies)
+            vrun[3].extend(payloads)
+            pos += m * (len(vprefix) + 5) + len(joined) + sum(map(len, sizes)) + sum(lens)
+            if not whole or pos - 2 + window >= n:
+                return pos
+            window *= 2
 
     def _keep(self, buf: bytes, pos: int, need: int) -> None:
         rest = buf[pos:]

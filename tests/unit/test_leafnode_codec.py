@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from edged.creds import read_creds_file
 from edged.jetstream.domain import decode_ack_reply as decode_js_ack_reply
+from edged.leafnode import codec
 from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
@@ -293,9 +294,10 @@ def test_runs_of_replies() -> None:
 
 # a run of replies to `a` taken a read at a time (LeafParser._split_run), among lines it must not take as the
 # line-by-line parse would not: payloads holding a run's line, replies with CR or LF, other sizes, too big
+_rgood = st.builds(lambda i, pl: b"LMSG a $JS.ACK.s.c.1.%d.%d.1.0@b %d\r\n%s\r\n" % (i, i, len(pl), pl),
+                   st.integers(0, 99), st.sampled_from([b"x", b"xy", b"", b"\r\n", b"q" * 50]))
 _rpieces = st.one_of(
-    st.builds(lambda i, pl: b"LMSG a $JS.ACK.s.c.1.%d.%d.1.0@b %d\r\n%s\r\n" % (i, i, len(pl), pl),
-              st.integers(0, 99), st.sampled_from([b"x", b"xy", b"", b"\r\n", b"q" * 50])),
+    _rgood, _rgood, _rgood,
     st.sampled_from([
         b"LMSG a r 15\r\nz\r\nLMSG a s 1\r\n\r\n", b"LMSG a r 16\r\nz\r\nLMSG a s 1\r\nzz\r\n", b"LMSG a x\ry 1\r\nx\r\n",
         b"LMSG a x\ny 1\r\nx\r\n", b"LMSG a r 1\nx\r\n", b"LMSG a r 01\r\nx\r\n", b"LMSG a r 51\r\n" + b"y" * 51 + b"\r\n",
@@ -307,10 +309,17 @@ _rpieces = st.one_of(
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(_rpieces, max_size=60), st.lists(st.integers(0, 2000), max_size=6))
-def test_runs_of_replies_taken_a_read_at_a_time_parse_as_line_by_line(pieces: list[bytes], cuts: list[int]) -> None:
+@given(st.lists(_rpieces, min_size=4, max_size=60), st.lists(st.integers(0, 2000), max_size=6), st.sampled_from([0, 40, 100, 300]))
+def test_runs_of_replies_taken_a_read_at_a_time_parse_as_line_by_line(pieces: list[bytes], cuts: list[int],
+                                                                      window: int) -> None:
+    """However the run is split into windows (0: the module's own, else that many bytes first)."""
     data = b"".join(pieces)
-    assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+    saved = codec.SPLIT_WINDOW
+    codec.SPLIT_WINDOW = window or saved
+    try:
+        assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+    finally:
+        codec.SPLIT_WINDOW = saved
 
 
 def test_runs_of_replies_whole_read() -> None:
@@ -321,6 +330,8 @@ def test_runs_of_replies_whole_read() -> None:
     p = LeafParser(runs=True)
     assert p.feed(data[:-1]) == [(OP_LMSGR, b"$JS.M.d", acks[:-1], pls[:-1])]
     assert p.feed(data[-1:] + b"PING\r\n") == [(OP_LMSG, b"$JS.M.d", acks[-1], (), None, pls[-1]), (OP_PING,)]
+    run = (OP_LMSGR, b"$JS.M.d", acks, pls)
+    assert LeafParser(runs=True).feed(data + b"PING\r\n" + data) == [run, (OP_PING,), run]
 
 
 def test_runs_remembered_lines_are_not_confused() -> None:
