@@ -288,7 +288,8 @@ class LeafParser(Framer):
         window = SPLIT_WINDOW
         n = len(buf)
         while True:
-            parts = split(buf[pos - 2 : pos - 2 + window])
+            end = pos - 2 + window
+            parts = split(buf[pos - 2 : end])
             m = (len(parts) - 1) // 3 - 1  # the whole pieces: all but the last match's
             if m < 2 or parts[0]:
                 return pos
@@ -314,7 +315,7 @@ class LeafParser(Framer):
             vrun[2].extend(replies)
             vrun[3].extend(payloads)
             pos += m * (len(vprefix) + 5) + len(joined) + sum(map(len, sizes)) + sum(lens)
-            if not whole or pos - 2 + window >= n:
+            if not whole or end >= n:
                 return pos
             window *= 2
 
