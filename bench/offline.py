@@ -9,8 +9,10 @@ proxy in the link).
   through `$JS.hub.API`. The same two times, on the edge.
 
 Rows: resync start (s; target <= 5 s for edged's own mirror), drain msg/s (N / (all held - resync start);
-target >= 1.0x the nats-server leaf) and the leaf's CPU us per message over the catch-up window.
-Run: `python -m bench.offline [--count N] [--json]`.
+target >= 1.0x the nats-server leaf) and the leaf's CPU us per message over the catch-up window. Each backlog
+runs REPS times per leaf kind, the kinds alternating (which goes first rotates), a fresh place per run; the rows
+are the MEDIANS of the runs (a single run's drain swung +-30% on a shared machine), every run is in the JSON.
+Run: `python -m bench.offline [--count N] [--reps R] [--json]`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +45,9 @@ leafnodes {{ reconnect: 1s, remotes: [ {{ urls: ["nats://leaf:s3cret@127.0.0.1:{
 """
 
 SIZE = 128
-KINDS = ("nats-server", "edged")  # the reference first
+KINDS = ("nats-server", "edged")  # the reference first in the first round; rounds alternate
+REPS = 3
+FIELDS = ("resync_s", "all_s", "msgs_per_sec", "leaf_cpu_us")
 
 
 class Place:
@@ -167,16 +172,25 @@ async def _linked(hc: Any, ec: Any) -> bool:
     return "error" not in a and "error" not in b
 
 
-def run(count: int = 100_000) -> dict[str, Any]:
-    """Each backlog with each leaf kind, one place (hub + proxy + leaf) at a time, fresh for each."""
-    out: dict[str, Any] = {"count": count, "size": SIZE}
+def run(count: int = 100_000, reps: int = REPS) -> dict[str, Any]:
+    """Each backlog `reps` times with each leaf kind, one place (hub + proxy + leaf) at a time, fresh for each
+    run, the kinds alternating (round i starts with kind i % 2), so load from other processes falls on both
+    alike. Per kind and backlog: the median of each figure, and every run under `runs`."""
+    out: dict[str, Any] = {"count": count, "size": SIZE, "reps": reps}
     for what in ("telemetry", "commands"):
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        for i in range(reps):
+            for kind in (KINDS if i % 2 == 0 else KINDS[::-1]):
+                place = Place(kind)
+                try:
+                    runs[kind].append(asyncio.run(asyncio.wait_for(catch_up(place, what, count), 600)))
+                finally:
+                    place.stop()
         for kind in KINDS:
-            place = Place(kind)
-            try:
-                out.setdefault(kind, {})[what] = asyncio.run(asyncio.wait_for(catch_up(place, what, count), 600))
-            finally:
-                place.stop()
+            med: dict[str, Any] = {f: round(statistics.median(r[f] for r in runs[kind]), 2) for f in FIELDS}
+            med["msgs_per_sec"] = round(med["msgs_per_sec"])
+            med["runs"] = runs[kind]
+            out.setdefault(kind, {})[what] = med
     return out
 
 
@@ -186,7 +200,7 @@ LABELS = {"telemetry": "telemetry → hub source", "commands": "commands → edg
 def run_report(report: Any) -> None:
     """Rows for `python -m bench`: per backlog, resync start, drain msg/s, the leaf's CPU per message."""
     n = 10_000 if report.quick else 100_000
-    res = run(n)
+    res = run(n, 1 if report.quick else REPS)
     e, s = res["edged"], res["nats-server"]
     for what in ("telemetry", "commands"):
         label = f"{LABELS[what]} {n // 1000}k"
@@ -197,7 +211,8 @@ def run_report(report: Any) -> None:
                    check=(lambda r: r.edged <= 5.0) if own else None)
         report.add("offl", f"{label}, drain", "msg/s", e[what]["msgs_per_sec"], s[what]["msgs_per_sec"],
                    target="≥ 1.0×", check=lambda r: r.ratio >= 1.0,
-                   all_s={"edged": e[what]["all_s"], "nats-server": s[what]["all_s"]})
+                   all_s={"edged": e[what]["all_s"], "nats-server": s[what]["all_s"]},
+                   runs={"edged": e[what]["runs"], "nats-server": s[what]["runs"]})
         report.add("offl", f"{label}, leaf CPU", "µs/msg", e[what]["leaf_cpu_us"], s[what]["leaf_cpu_us"],
                    higher_is_better=False)
 
@@ -205,13 +220,15 @@ def run_report(report: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--count", type=int, default=100_000)
+    ap.add_argument("--reps", type=int, default=REPS)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    res = run(a.count)
+    res = run(a.count, a.reps)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"offline catch-up, {a.count} msgs of {SIZE} B, same hub nats-server, link cut by a proxy")
+    print(f"offline catch-up, {a.count} msgs of {SIZE} B, same hub nats-server, link cut by a proxy; "
+          f"medians of {a.reps} runs")
     print(f"{'backlog':<26}{'leaf':<13}{'resync s':>9}{'all s':>8}{'msg/s':>10}{'leaf µs/msg':>12}")
     for what in ("telemetry", "commands"):
         for kind in KINDS:

@@ -134,6 +134,23 @@ def _number_text(body: bytes, key: str) -> str:
 _REPLY = operator.itemgetter(1)  # of a Message
 _RUN_HDR = operator.itemgetter(1)  # of a read_run row
 _RUN_DATA = operator.itemgetter(2)
+_RUN_SUBJECT = operator.itemgetter(0)
+_RUN_TS = operator.itemgetter(3)
+
+
+def _digits(lo: int, hi: int) -> int:
+    """Decimal digits of all the integers lo..hi (0 <= lo; none when hi < lo): flow control counts the bytes
+    of ack replies built from them without building them."""
+    total = 0
+    width, top = 1, 10
+    while lo <= hi:
+        end = min(hi, top - 1)
+        if end >= lo:
+            total += (end - lo + 1) * width
+            lo = end + 1
+        width += 1
+        top *= 10
+    return total
 
 
 class SubjectBytes(dict[str, bytes]):
@@ -928,6 +945,8 @@ class Consumer:
             return 0
         prefix = self._ack_prefix
         doff = self.dseq - sseq
+        if not any(map(_RUN_HDR, run)) and self._send_numbered(run, direct, prefix, doff, last, nbytes):
+            return n
         msgs: list[Message] = [(s, b"%s%d.%d.%d.%d" % (prefix, q, q + doff, ts, last - q), h or None, d)
                                for q, (s, h, d, ts) in enumerate(run, sseq + 1)]
         ask = False
@@ -959,6 +978,41 @@ class Consumer:
         if self.stream.retention == "interest":
             self._acked_on_delivery(sseq + 1, q)
         return n
+
+    def _send_numbered(self, run: list[tuple[bytes, bytes, bytes, int]], direct: Subscription, prefix: bytes,
+                       doff: int, last: int, nbytes: int) -> bool:
+        """`_send_run` of a header-less run inside which no flow-control request falls due: the ack replies
+        handed as their numbers (`Receiver.deliver_numbered_run`), so a leafnode makes each LMSG with one
+        formatting; flow control counts the replies' bytes from the numbers' digits. False, with nothing
+        changed, for a run `_send_run` must build message by message."""
+        n = len(run)
+        a = self.sseq + 1
+        z = a + n - 1
+        tss = list(map(_RUN_TS, run))
+        if self.fc:
+            lo, hi = min(tss), max(tss)
+            ts_digits = 19 * n if 10**18 <= lo and hi < 10**19 else sum(map(len, map(str, tss)))
+            replies = (len(prefix) + 3) * n + _digits(a, z) + _digits(a + doff, z + doff) + ts_digits + \
+                _digits(last - z, last - a)
+            end = self.fc_bytes + n * len(self.deliver_subject) + replies + nbytes
+            window = self.fc_window
+            if self.fc_pending is not None:
+                if end > window or end - self.fc_sz >= window:
+                    return False
+            elif end > window // 2:
+                return False  # the request falls due inside the run: _send_run ends the run there
+            self.fc_bytes = end
+        self.sseq = z
+        self.dseq = z + doff
+        self._np = last - z
+        self.afloor_c, self.afloor_s = self.dseq, z
+        direct.conn.deliver_numbered_run(direct, self._dsubj_b, list(map(_RUN_SUBJECT, run)), list(map(_RUN_DATA, run)),
+                                         prefix.replace(b"%", b"%%") + b"%d.%d.%d.%d",
+                                         (range(a, z + 1), range(a + doff, z + doff + 1), tss,
+                                          range(last - a, last - z - 1, -1)), nbytes)
+        if self.stream.retention == "interest":
+            self._acked_on_delivery(a, z)
+        return True
 
     def _acked_on_delivery(self, lo: int, hi: int) -> None:
         """ack_policy none on an interest stream: a delivered message is acked for this consumer, so it

@@ -515,17 +515,23 @@ class SourceSync:
         o = 3 if k == 9 else 5 if k >= 11 else 0
         if not o or list(map(bytes.count, replies, repeat(b".", n))).count(k - 1) != n:
             return False
-        t = b".".join(replies).split(b".")
-        if t[0::k].count(b"$JS") != n or t[1::k].count(b"ACK") != n or t[o::k].count(self.cname.encode()) != n \
-                or t[o + 1::k].count(b"1") != n:
+        # every reply begins as the first does up to its delivery count (`$JS.ACK.<stream>.<consumer>.1.` and
+        # the v2 tokens): that part checked once, only the numbers after it split
+        head = replies[0].split(b".", o + 2)
+        if head[0] != b"$JS" or head[1] != b"ACK" or head[o] != self.cname.encode() or head[o + 1] != b"1":
             return False
-        pending = t[o + 5::k]
+        prefix = replies[0][: len(replies[0]) - len(head[-1])]
+        if not all(map(bytes.startswith, replies, repeat(prefix, n))):
+            return False
+        k -= o + 2
+        t = b".".join(map(bytes.removeprefix, replies, repeat(prefix, n))).split(b".")
+        pending = t[3::k]
         if b"" in pending or not b"".join(pending).isdigit():
             return False
         try:
-            sseqs = list(map(int, t[o + 2::k]))
-            dseqs = list(map(int, t[o + 3::k]))
-            tss = list(map(int, t[o + 4::k]))
+            sseqs = list(map(int, t[0::k]))
+            dseqs = list(map(int, t[1::k]))
+            tss = list(map(int, t[2::k]))
         except ValueError:
             return False
         sseq0, dseq0 = self.sseq, self.dseq

@@ -9,7 +9,8 @@ is a subclass that frames these calls in its own protocol. Messages are always h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from edged.log import log
@@ -91,6 +92,17 @@ class Receiver:
         deliver_routed = self.deliver_routed
         for m in msgs:
             deliver_routed(sub, routed, m[0], m[1], m[2], m[3])
+
+    def deliver_numbered_run(self, sub: Subscription, routed: bytes, subjects: list[bytes], payloads: list[bytes],
+                             reply_fmt: bytes, numbers: Sequence[Sequence[int]], nbytes: int) -> None:
+        """`deliver_routed_batch` of header-less deliveries whose ack replies differ only in numbers: message
+        i's reply is `reply_fmt % (numbers[0][i], numbers[1][i], ...)` (a consumer's run: sequences, time,
+        pending). A receiver that frames the run can build each reply inside its frame, one formatting per
+        message; this default builds the replies and hands the run to `deliver_routed_batch`. Only for a
+        subscription `takes_routed_batch` said yes to."""
+        replies = list(map(reply_fmt.__mod__, zip(*numbers, strict=True)))
+        msgs: list[Message] = list(zip(subjects, replies, repeat(None, len(replies)), payloads, strict=True))
+        self.deliver_routed_batch(sub, routed, msgs, nbytes)
 
     def backlogged(self) -> bool:
         """Is output waiting here beyond what a producer of bulk deliveries (a JetStream push consumer

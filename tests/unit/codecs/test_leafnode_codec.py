@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edged.jetstream.wire.domain import decode_ack_reply as decode_js_ack_reply
+from edged.leafnode import codec
 from edged.leafnode.codec import (
     OP_ERR,
     OP_ERROR,
@@ -289,6 +290,48 @@ def test_runs_of_replies() -> None:
         (OP_LMSG, b"d", b"r3", (), b"NATS/1.0\r\n\r\n", b""),
         (OP_LMSGS, b"e", b"r4", [b"c", b"d"]),
     ]
+
+
+# a run of replies to `a` taken a read at a time (LeafParser._split_run), among lines it must not take as the
+# line-by-line parse would not: payloads holding a run's line, replies with CR or LF, other sizes, too big
+_rgood = st.builds(lambda i, pl: b"LMSG a $JS.ACK.s.c.1.%d.%d.1.0@b %d\r\n%s\r\n" % (i, i, len(pl), pl),
+                   st.integers(0, 99), st.sampled_from([b"x", b"xy", b"", b"\r\n", b"q" * 50]))
+_rpieces = st.one_of(
+    _rgood, _rgood, _rgood,
+    st.sampled_from([
+        b"LMSG a r 15\r\nz\r\nLMSG a s 1\r\n\r\n", b"LMSG a r 16\r\nz\r\nLMSG a s 1\r\nzz\r\n", b"LMSG a x\ry 1\r\nx\r\n",
+        b"LMSG a x\ny 1\r\nx\r\n", b"LMSG a r 1\nx\r\n", b"LMSG a r 01\r\nx\r\n", b"LMSG a r 51\r\n" + b"y" * 51 + b"\r\n",
+        b"LMSG a r 2\r\nx\r\n", b"LMSG a r 1\r\nxy\r\n", b"LMSG a r\t1\r\nx\r\n", b"LMSG a  r 1\r\nx\r\n",
+        b"LMSG a r 1\r\nx\n", b"LMSG a r 11111111111\r\nx\r\n", b"LMSG b r 1\r\nx\r\n", b"PING\r\n",
+        b"HMSG a r 12 12\r\nNATS/1.0\r\n\r\n\r\n", b"LMSG a 1\r\nx\r\n", b"LMSG a + r q 1\r\nx\r\n",
+    ]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_rpieces, min_size=4, max_size=60), st.lists(st.integers(0, 2000), max_size=6), st.sampled_from([0, 40, 100, 300]))
+def test_runs_of_replies_taken_a_read_at_a_time_parse_as_line_by_line(pieces: list[bytes], cuts: list[int],
+                                                                      window: int) -> None:
+    """However the run is split into windows (0: the module's own, else that many bytes first)."""
+    data = b"".join(pieces)
+    saved = codec.SPLIT_WINDOW
+    codec.SPLIT_WINDOW = window or saved
+    try:
+        assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+    finally:
+        codec.SPLIT_WINDOW = saved
+
+
+def test_runs_of_replies_whole_read() -> None:
+    """A consumer's backlog in one read: one event for all of it, in order, the payloads as sent."""
+    acks = [b"$JS.ACK.s.c.1.%d.%d.1.%d@cmd.%d" % (i, i, 500 - i, i % 3) for i in range(1, 501)]
+    pls = [b"p%d" % i * (i % 7) for i in range(1, 501)]
+    data = b"".join(b"LMSG $JS.M.d %s %d\r\n%s\r\n" % (a, len(pl), pl) for a, pl in zip(acks, pls, strict=True))
+    p = LeafParser(runs=True)
+    assert p.feed(data[:-1]) == [(OP_LMSGR, b"$JS.M.d", acks[:-1], pls[:-1])]
+    assert p.feed(data[-1:] + b"PING\r\n") == [(OP_LMSG, b"$JS.M.d", acks[-1], (), None, pls[-1]), (OP_PING,)]
+    run = (OP_LMSGR, b"$JS.M.d", acks, pls)
+    assert LeafParser(runs=True).feed(data + b"PING\r\n" + data) == [run, (OP_PING,), run]
 
 
 def test_runs_remembered_lines_are_not_confused() -> None:
