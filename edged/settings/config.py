@@ -1041,20 +1041,45 @@ def _proxy(cx: _Ctx, r: Any, k: str) -> dict[str, Any]:
     return out
 
 
+def _listen_key(cx: _Ctx, b: Any, k: str, lk: str, o: MQTTOpts | WebsocketOpts) -> bool:
+    """`port`, `host`/`net`, `listen` and `tls` of an extra listener's block, read alike in each; False for
+    another key."""
+    if lk == "port":
+        o.port = _port(cx, b, k)
+    elif lk in ("host", "net"):
+        o.host = cx.str_(b, k)
+    elif lk == "listen":
+        o.host, o.port = _host_port(cx, b, k)
+    elif lk == "tls":
+        o.tls = _tls_block(cx, b, k)
+    else:
+        return False
+    return True
+
+
+def _listener_auth(cx: _Ctx, a: Any, o: MQTTOpts | WebsocketOpts, timeout: Callable[[Any, str], float]) -> None:
+    """An extra listener's `authorization {}`: one user or a token; `timeout` reads the block's own form of
+    the timeout (nats-server reads it differently per block)."""
+    for ak in a:
+        alk = ak.lower()
+        if alk in ("user", "username"):
+            o.username = cx.str_(a, ak)
+        elif alk in ("pass", "password"):
+            o.password = cx.str_(a, ak)
+        elif alk == "token":
+            o.token = cx.str_(a, ak)
+        elif alk == "timeout":
+            o.auth_timeout = timeout(a, ak)
+
+
 def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
     b = cx.map_(m, key)
     mq = MQTTOpts()
     for k in b:
         lk = k.lower()
-        if lk == "port":
-            mq.port = _port(cx, b, k)
-        elif lk in ("host", "net"):
-            mq.host = cx.str_(b, k)
-        elif lk == "listen":
-            mq.host, mq.port = _host_port(cx, b, k)
-        elif lk == "tls":
-            mq.tls = _tls_block(cx, b, k)
-        elif lk == "no_auth_user":
+        if _listen_key(cx, b, k, lk, mq):
+            continue
+        if lk == "no_auth_user":
             mq.no_auth_user = cx.str_(b, k)
         elif lk in ("ack_wait", "ackwait"):
             mq.ack_wait = cx.duration(b, k)
@@ -1066,17 +1091,7 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
             mq.js_api_timeout = cx.duration(b, k)
         elif lk in ("authorization", "authentication"):
             _check_keys(cx, b, k, _MQTT[lk])
-            a = cx.map_(b, k)
-            for ak in a:
-                lak = ak.lower()
-                if lak in ("user", "username"):
-                    mq.username = cx.str_(a, ak)
-                elif lak in ("pass", "password"):
-                    mq.password = cx.str_(a, ak)
-                elif lak == "token":
-                    mq.token = cx.str_(a, ak)
-                elif lak == "timeout":
-                    mq.auth_timeout = cx.duration(a, ak)
+            _listener_auth(cx, cx.map_(b, k), mq, cx.duration)
         elif lk in ("stream_replicas", "consumer_replicas"):
             setattr(mq, lk, cx.int_(b, k))
         elif lk in ("consumer_memory_storage", "reject_qos2_publish", "downgrade_qos2_subscribe"):
@@ -1094,20 +1109,21 @@ def _mqtt(cx: _Ctx, m: Any, key: str) -> None:
 def _websocket(cx: _Ctx, m: Any, key: str) -> None:
     b = cx.map_(m, key)
     ws = WebsocketOpts()
+
+    def seconds(a: Any, ak: str) -> float:
+        v = a[ak]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise cx.err(a, ak, f"timeout: expected a number of seconds, got {_kind(v)}")
+        return float(v)
+
     for k in b:
         lk = k.lower()
-        if lk == "port":
-            ws.port = _port(cx, b, k)
-        elif lk in ("host", "net"):
-            ws.host = cx.str_(b, k)
-        elif lk == "listen":
-            ws.host, ws.port = _host_port(cx, b, k)
-        elif lk == "advertise":
+        if _listen_key(cx, b, k, lk, ws):
+            continue
+        if lk == "advertise":
             ws.advertise = cx.str_(b, k)
         elif lk == "no_tls":
             ws.no_tls = cx.bool_(b, k)
-        elif lk == "tls":
-            ws.tls = _tls_block(cx, b, k)
         elif lk in ("compression", "compress"):
             ws.compression = cx.bool_(b, k)
         elif lk == "same_origin":
@@ -1118,20 +1134,7 @@ def _websocket(cx: _Ctx, m: Any, key: str) -> None:
             ws.handshake_timeout = cx.duration(b, k, legacy_seconds=False)
         elif lk in ("authorization", "authentication"):
             _check_keys(cx, b, k, _SIMPLE_AUTH)
-            a = cx.map_(b, k)
-            for ak in a:
-                alk = ak.lower()
-                if alk in ("user", "username"):
-                    ws.username = cx.str_(a, ak)
-                elif alk in ("pass", "password"):
-                    ws.password = cx.str_(a, ak)
-                elif alk == "token":
-                    ws.token = cx.str_(a, ak)
-                elif alk == "timeout":
-                    v = a[ak]
-                    if isinstance(v, bool) or not isinstance(v, int | float):
-                        raise cx.err(a, ak, f"timeout: expected a number of seconds, got {_kind(v)}")
-                    ws.auth_timeout = float(v)
+            _listener_auth(cx, cx.map_(b, k), ws, seconds)
         elif lk in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie", "no_auth_user"):
             setattr(ws, lk, cx.str_(b, k))
         elif lk == "headers":
