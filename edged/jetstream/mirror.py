@@ -25,7 +25,9 @@ import asyncio
 import operator
 import os
 import random
+import re
 import time
+from collections.abc import Sequence
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +143,7 @@ class SourceSync:
         self.deliver_subs: list[Any] = []
         self._timer: asyncio.TimerHandle | None = None
         self._warned = ""
+        self._framed: tuple[str, bytes, re.Pattern[bytes]] | None = None  # _framed_split's (consumer, prefix, regex)
         self._early: list[tuple[Any, ...]] = []
 
     # ------------------------------------------------------------------ the origin consumer
@@ -237,7 +240,8 @@ class SourceSync:
             config["filter_subjects"] = self.filters
         body = _encode({"stream_name": self.name, "config": config, "action": ""})
         self.reply_sub = ic.subscribe(reply, self._on_response)
-        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
+        self.deliver_subs.append(ic.subscribe(deliver, self._on_deliver, batch=self._on_batch,
+                                                 framed=self._on_framed))
         self.pending = True
         self.deadline = now + RESPONSE_WAIT_S
         if not ic.publish(subject, body, reply) and self.pending and self.reply_sub is not None:
@@ -336,7 +340,8 @@ class SourceSync:
         self.cname = resp["name"]
         deliver = self.durable.get("deliver_subject") or "" if self.durable else info_cfg.get("deliver_subject") or ""
         if deliver and not any(s.subject == deliver for s in self.deliver_subs):
-            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver, batch=self._on_batch))
+            self.deliver_subs.append(self._ic.subscribe(deliver, self._on_deliver, batch=self._on_batch,
+                                                       framed=self._on_framed))
         delivered = int((resp.get("delivered") or {}).get("stream_seq") or 0)
         store = self.stream.store
         if self.mirror:
@@ -543,6 +548,71 @@ class SourceSync:
                 return False
         elif not all(map(operator.lt, sseqs, islice(sseqs, 1, None))):
             return False
+        self._store_whole(subjects_b, sseqs, tss, int(pending[-1]), list(payloads))
+        return True
+
+    def _on_framed(self, sub: Any, routed: bytes, replies: list[bytes], payloads: list[bytes]) -> bool:
+        """`_take_whole` for a run as it crossed a leafnode (`deliver_framed_run`: replies `<ack reply>@<subject>`):
+        one regex split of the joined replies checks every one against the current consumer's first-delivery
+        prefix and gives its numbers and subject, five objects a message and no message tuples; the sequence
+        checks are `_take_whole`'s. False, with nothing done, for any other run (the caller splits it into
+        messages for `_on_batch`)."""
+        n = len(replies)
+        if n < 2 or self.closed or self.pending or sub not in self.deliver_subs or b"" in payloads:
+            return False
+        pat = self._framed_split(replies[0])
+        if pat is None:
+            return False
+        joined = b" " + b" ".join(replies)
+        if joined.count(b" ") != n:  # a reply with a space (none from a leafnode's parser) is no delivery
+            return False
+        parts = pat.split(joined)
+        if len(parts) != 5 * n + 1 or parts[0]:
+            return False
+        subjects_b = parts[5::5]
+        if b"" in subjects_b:
+            return False
+        sseqs = list(map(int, parts[1::5]))
+        first = sseqs[0]
+        sseq0, dseq0 = self.sseq, self.dseq
+        if first <= sseq0 or list(map(int, parts[2::5])) != list(range(dseq0 + 1, dseq0 + n + 1)):
+            return False
+        if self.mirror:
+            if sseqs != list(range(first, first + n)):
+                return False
+        elif not all(map(operator.lt, sseqs, islice(sseqs, 1, None))):
+            return False
+        self._store_whole(subjects_b, sseqs, list(map(int, parts[3::5])), int(parts[-2]), payloads)
+        return True
+
+    def _framed_split(self, reply: bytes) -> re.Pattern[bytes] | None:
+        """The splitter of `_on_framed` for runs whose first reply is `reply`: ` <prefix><sseq>.<dseq>.<ts>.
+        <pending>[.<token>...]@` where the prefix is the current consumer's up to a delivery count of 1 (as
+        `_take_whole` checks it); kept while the consumer and the reply's shape stay. None: no such reply."""
+        k = self._framed
+        if k is not None and k[0] == self.cname and reply.startswith(k[1]):
+            return k[2]
+        at = reply.find(b"@")
+        if at <= 0:
+            return None
+        head = reply[:at].split(b".")
+        t = len(head)
+        o = 3 if t == 9 else 5 if t >= 11 else 0
+        if not o or head[0] != b"$JS" or head[1] != b"ACK" or head[o] != self.cname.encode() or head[o + 1] != b"1":
+            return None
+        prefix = b".".join(head[: o + 2]) + b"."
+        pat = re.compile(b" " + re.escape(prefix) + rb"([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)"
+                         + rb"\.[^ .@]*" * (t - o - 6) + b"@")
+        self._framed = (self.cname, prefix, pat)
+        return pat
+
+    def _store_whole(self, subjects_b: Sequence[bytes], sseqs: list[int], tss: list[int], last_pending: int,
+                     data: list[bytes]) -> None:
+        """The checked run of `_take_whole` or `_on_framed` stored in one call (`Stream.store_synced_whole`),
+        or row by row when this stream checks message by message."""
+        n = len(sseqs)
+        sseq0, dseq0 = self.sseq, self.dseq
+        first = sseqs[0]
         names: dict[bytes, str] = {}  # a backlog repeats a few subjects: each decoded and transformed once
         stored_as: dict[bytes, str] = {}
         for subject_b in dict.fromkeys(subjects_b):
@@ -563,26 +633,23 @@ class SourceSync:
             new_hdrs = [f"NATS/1.0\r\nNats-Stream-Source: {p[0]} {sseq} {p[1]} {p[2]} {subject}{ident}\r\n\r\n".encode()
                         for sseq, subject in zip(sseqs, map(names.__getitem__, subjects_b), strict=True)]
             stamps = [0] * n
-        self.sseq, self.dseq = sseqs[-1], dseqs[-1]
+        self.sseq, self.dseq = sseqs[-1], dseq0 + n
         self.heard = time.monotonic()
         self.last_ns = time.time_ns()
         self.taken_ts = tss[-1]
-        last_pending = int(pending[-1])
         self.lag = last_pending - 1 if last_pending else 0
-        data = list(payloads)
         try:
             if self.stream.store_synced_whole(subjects, new_hdrs, data, stamps, first if self.mirror else 0):
-                return True
+                return
         except (StoreError, ValueError) as e:
             self.sseq, self.dseq = sseq0, dseq0
             self._store_failed(e)
-            return True
+            return
         # this stream checks message by message (limits, room): the row path, which stops at one that fails
         seqs = sseqs if self.mirror else [0] * n
         rows = list(zip(subjects, new_hdrs, data, stamps, seqs, repeat("", n), strict=True))
-        marks = [(sseq0, dseq0), *zip(sseqs, dseqs, strict=True)]
+        marks = [(sseq0, dseq0), *zip(sseqs, range(dseq0 + 1, dseq0 + n + 1), strict=True)]
         self._store_rows(rows, marks)
-        return True
 
     def _store_rows(self, rows: list[tuple[str, bytes, bytes, int, int, str]], marks: list[tuple[int, int]]) -> bool:
         """Store a run `_on_batch` took; False when one could not be stored: the position goes back to

@@ -296,7 +296,11 @@ class LeafParser(Framer):
             sizes = parts[2 : 3 * m : 3]
             payloads = parts[3 : 3 * m + 1 : 3]
             lens = list(map(len, payloads))
-            whole = list(map(int, sizes)) == lens and max(lens) <= self.max_payload
+            s0 = sizes[0]
+            if sizes.count(s0) == m and lens.count(int(s0)) == m:  # one size (fixed-size records): two C counts
+                whole = int(s0) <= self.max_payload
+            else:
+                whole = list(map(int, sizes)) == lens and max(lens) <= self.max_payload
             if not whole:
                 k = 0
                 for size, got in zip(sizes, lens, strict=True):

@@ -160,7 +160,8 @@ class LeafConnection(Connection):
             if op == OP_LMSGS:
                 self._on_msgs(ev[1], ev[2], ev[3])
             elif op == OP_LMSGR:
-                i = self._on_js_run(events, i - 1)
+                if not self._on_framed_run(ev):
+                    i = self._on_js_run(events, i - 1)
             elif op == OP_LMSG:
                 if i < n and not ev[3] and ev[2].startswith(b"$JS.ACK.") and events[i][0] in _MSG_OPS \
                         and events[i][1] == ev[1]:
@@ -485,6 +486,21 @@ class LeafConnection(Connection):
         if di is not None and not di.allows(subject):
             return
         self.account.route_as(subject, subject_b, framed, reply_b, hdr, payload, self, queues)
+
+    def _on_framed_run(self, ev: tuple) -> bool:
+        """An OP_LMSGR run handed as it came (`Account.route_framed_run`) to a receiver that takes its replies'
+        `<ack reply>@<subject>` form itself (a mirror's deliver subject: one check of the run, no message
+        tuples). False, with nothing done: `_on_js_run` splits it."""
+        if self._deny_imp is not None or self.closed:
+            return False
+        subject_b, replies, payloads = ev[1], ev[2], ev[3]
+        nbytes = sum(map(len, payloads))
+        if not self.account.route_framed_run(subject_b.decode("utf-8", "surrogateescape"), subject_b, replies,
+                                             payloads, nbytes, self):
+            return False
+        self.in_msgs += len(payloads)
+        self.in_bytes += nbytes
+        return True
 
     def _on_js_run(self, events: list[tuple], i: int) -> int:
         """Messages one after another to one subject, each with its own reply (OP_LMSGR runs, and single

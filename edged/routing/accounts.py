@@ -23,6 +23,8 @@ SYSTEM_ACCOUNT = "$SYS"
 MsgCallback = Callable[[Subscription, str, str, "bytes | None", bytes], None]
 # a run of JetStream deliveries matched on one subject (Receiver.deliver_routed_batch): sub, routed, messages
 BatchCallback = Callable[[Subscription, bytes, list[Message]], None]
+# the same run as it crossed a leafnode (Receiver.deliver_framed_run): sub, routed, replies, payloads; True: taken
+FramedCallback = Callable[[Subscription, bytes, list[bytes], list[bytes]], bool]
 
 
 class InternalClient(Receiver):
@@ -42,17 +44,19 @@ class InternalClient(Receiver):
         self._empties: dict[str, Callable[[Subscription, list[bytes]], None]] = {}
         self._replies: dict[str, Callable[[Subscription, str, list[bytes], list[bytes]], None]] = {}
         self._batches: dict[str, BatchCallback] = {}
+        self._framed: dict[str, FramedCallback] = {}
 
     def subscribe(self, subject: str, cb: MsgCallback, queue: str | None = None, passive: bool = False,
                   empties: Callable[[Subscription, list[bytes]], None] | None = None,
                   replies: Callable[[Subscription, str, list[bytes], list[bytes]], None] | None = None,
-                  batch: BatchCallback | None = None) -> Subscription:
+                  batch: BatchCallback | None = None, framed: FramedCallback | None = None) -> Subscription:
         """`passive`: the callback itself deals with the read's deferred work (`ReadContext.defer`: runs it
         when it needs to); any other callback only runs once the deferred work is done. `empties`: takes a
         run of empty, header-less, reply-less messages (their subjects, bytes) in one call (see
         `Account.route_empties`); it must do exactly what `cb` would do for each in turn. `replies`: the
         same for runs of header-less messages to one subject, each with its own reply. `batch`: the same for
-        runs of JetStream deliveries routed by this subject (`deliver_routed_batch`), as bytes."""
+        runs of JetStream deliveries routed by this subject (`deliver_routed_batch`), as bytes. `framed`: such
+        a run as it crossed a leafnode (`deliver_framed_run`), only with `batch`; False from it: not taken."""
         self._sid += 1
         sub = Subscription(self, subject, queue, str(self._sid))
         self.subs[sub.sid] = (sub, cb)
@@ -64,6 +68,8 @@ class InternalClient(Receiver):
             self._replies[sub.sid] = replies
         if batch is not None:
             self._batches[sub.sid] = batch
+            if framed is not None:
+                self._framed[sub.sid] = framed
         self.account.subscribe(sub)
         return sub
 
@@ -73,6 +79,7 @@ class InternalClient(Receiver):
             self._empties.pop(sub.sid, None)
             self._replies.pop(sub.sid, None)
             self._batches.pop(sub.sid, None)
+            self._framed.pop(sub.sid, None)
             self.account.unsubscribe(sub)
 
     def takes_empties(self, sub: Subscription) -> bool:
@@ -102,6 +109,18 @@ class InternalClient(Receiver):
             self._delivering(sub, len(msgs))
             fn(sub, routed, msgs)
 
+    def deliver_framed_run(self, sub: Subscription, routed: bytes, replies: list[bytes], payloads: list[bytes],
+                           nbytes: int) -> bool:
+        fn = self._framed.get(sub.sid)
+        if fn is None:
+            return False
+        if self.reading.work and sub.sid not in self._passive:
+            self.reading.run()
+        if not fn(sub, routed, replies, payloads):
+            return False
+        sub.delivered += len(payloads)
+        return True
+
     def _delivering(self, sub: Subscription, n: int) -> None:
         """Before `n` messages reach `sub`'s callback: the deferred work first (unless the callback is
         passive), and the count."""
@@ -116,6 +135,7 @@ class InternalClient(Receiver):
         self._empties.clear()
         self._replies.clear()
         self._batches.clear()
+        self._framed.clear()
 
     def auto_unsubscribe(self, sub: Subscription) -> None:
         self.unsubscribe(sub)
@@ -276,6 +296,26 @@ class Account:
             if origin.closed:
                 return
             route_as(routed, routed_b, m[0], m[1], m[2], m[3], origin, queues)
+
+    def route_framed_run(self, routed: str, routed_b: bytes, replies: list[bytes], payloads: list[bytes],
+                         nbytes: int, origin: Any) -> bool:
+        """A run of header-less JetStream deliveries that crossed a leafnode (replies `<ack reply>@<subject>`),
+        all matched on `routed`: handed as these columns to the only receiver when it takes them so
+        (`deliver_framed_run`: a mirror's deliver subject). False, with nothing delivered: the caller routes
+        the run as messages (`route_as_batch`)."""
+        sl = self.sublist
+        psubs, qgroups = sl.match(routed)
+        if qgroups or len(psubs) != 1:
+            sl.count_repeats(-1)  # the caller matches again
+            return False
+        sub = psubs[0]
+        conn = sub.conn
+        if sub.max or sub.closed or (conn is origin and not origin.echo) or not conn.takes_routed_batch(sub) \
+                or not conn.deliver_framed_run(sub, routed_b, replies, payloads, nbytes):
+            sl.count_repeats(-1)
+            return False
+        sl.count_repeats(len(replies) - 1)
+        return True
 
     def route_empties(self, subjects: list[bytes], origin: Any) -> None:
         """Route empty, header-less, reply-less messages to ASCII `subjects` in order (a client's plain

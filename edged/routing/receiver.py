@@ -93,6 +93,15 @@ class Receiver:
         for m in msgs:
             deliver_routed(sub, routed, m[0], m[1], m[2], m[3])
 
+    def deliver_framed_run(self, sub: Subscription, routed: bytes, replies: list[bytes], payloads: list[bytes],
+                           nbytes: int) -> bool:
+        """Header-less deliveries matched on `routed` as they crossed a leafnode, each reply `<ack reply>@<its
+        subject>` (a consumer's backlog draining to a mirror or source here): a receiver that checks and stores
+        the run from these columns at once (no message tuples, no split done twice) takes it and says True;
+        False, with nothing done, makes the caller split it into messages for `deliver_routed_batch`, which
+        this default does. Only for a subscription `takes_routed_batch` said yes to."""
+        return False
+
     def deliver_numbered_run(self, sub: Subscription, routed: bytes, subjects: list[bytes], payloads: list[bytes],
                              reply_fmt: bytes, numbers: Sequence[Sequence[int]], nbytes: int) -> None:
         """`deliver_routed_batch` of header-less deliveries whose ack replies differ only in numbers: message

@@ -345,3 +345,29 @@ def test_runs_remembered_lines_are_not_confused() -> None:
         got += [(e[1], e[2], pl) for pl in e[3]] if e[0] == OP_LMSGS else [(e[1], e[2], e[5])]
     assert got == [(b"s.%d" % (i % 300), b"r.%d" % (i % 7), b"z" * (i % 5)) for i in range(900)]
     assert p.feed(b"LMSG s.1 r.1 65\r\n") == [(OP_ERROR, "Maximum Payload Violation")]
+
+
+# the same with fixed-size records (the split's one-size check): every good payload 5 bytes, and lines that
+# claim 5 bytes but hold another count, or hold 5 with a run's line inside
+_rsame = st.builds(lambda i: b"LMSG a $JS.ACK.s.c.1.%d.%d.1.0@b 5\r\nabcde\r\n" % (i, i), st.integers(0, 99))
+_rsame_pieces = st.one_of(
+    _rsame, _rsame, _rsame, _rsame,
+    st.sampled_from([
+        b"LMSG a r 5\r\nabcd\r\n", b"LMSG a r 5\r\nabcdef\r\n", b"LMSG a r 5\r\n\r\nLMS\r\n", b"LMSG a r 05\r\nabcde\r\n",
+        b"LMSG a r 5\r\nab\r\nLMSG a s 5\r\nabcde\r\n", b"LMSG a r 4\r\nabcd\r\n", b"PING\r\n",
+    ]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_rsame_pieces, min_size=4, max_size=60), st.lists(st.integers(0, 2000), max_size=6),
+       st.sampled_from([0, 40, 100, 300]))
+def test_runs_of_one_size_taken_a_read_at_a_time_parse_as_line_by_line(pieces: list[bytes], cuts: list[int],
+                                                                       window: int) -> None:
+    data = b"".join(pieces)
+    saved = codec.SPLIT_WINDOW
+    codec.SPLIT_WINDOW = window or saved
+    try:
+        assert _feed_runs(data, cuts) == _feed_plain(data, cuts)
+    finally:
+        codec.SPLIT_WINDOW = saved
