@@ -523,7 +523,7 @@ class SourceSync:
         # every reply begins as the first does up to its delivery count (`$JS.ACK.<stream>.<consumer>.1.` and
         # the v2 tokens): that part checked once, only the numbers after it split
         head = replies[0].split(b".", o + 2)
-        if head[0] != b"$JS" or head[1] != b"ACK" or head[o] != self.cname.encode() or head[o + 1] != b"1":
+        if not self._first_delivery(head, o):
             return False
         prefix = replies[0][: len(replies[0]) - len(head[-1])]
         if not all(map(bytes.startswith, replies, repeat(prefix, n))):
@@ -539,14 +539,7 @@ class SourceSync:
             tss = list(map(int, t[2::k]))
         except ValueError:
             return False
-        sseq0, dseq0 = self.sseq, self.dseq
-        first = sseqs[0]
-        if dseqs != list(range(dseq0 + 1, dseq0 + n + 1)) or first <= sseq0:
-            return False
-        if self.mirror:
-            if sseqs != list(range(first, first + n)):
-                return False
-        elif not all(map(operator.lt, sseqs, islice(sseqs, 1, None))):
+        if not self._follows(sseqs, dseqs):
             return False
         self._store_whole(subjects_b, sseqs, tss, int(pending[-1]), list(payloads))
         return True
@@ -573,17 +566,26 @@ class SourceSync:
         if b"" in subjects_b:
             return False
         sseqs = list(map(int, parts[1::5]))
-        first = sseqs[0]
-        sseq0, dseq0 = self.sseq, self.dseq
-        if first <= sseq0 or list(map(int, parts[2::5])) != list(range(dseq0 + 1, dseq0 + n + 1)):
-            return False
-        if self.mirror:
-            if sseqs != list(range(first, first + n)):
-                return False
-        elif not all(map(operator.lt, sseqs, islice(sseqs, 1, None))):
+        if not self._follows(sseqs, list(map(int, parts[2::5]))):
             return False
         self._store_whole(subjects_b, sseqs, list(map(int, parts[3::5])), int(parts[-2]), payloads)
         return True
+
+    def _follows(self, sseqs: list[int], dseqs: list[int]) -> bool:
+        """A run's sequences come right after what was taken: consumer sequences without a gap, origin
+        sequences past the last taken and rising (for a mirror, without a gap)."""
+        n = len(sseqs)
+        first = sseqs[0]
+        if first <= self.sseq or dseqs != list(range(self.dseq + 1, self.dseq + n + 1)):
+            return False
+        if self.mirror:
+            return sseqs == list(range(first, first + n))
+        return all(map(operator.lt, sseqs, islice(sseqs, 1, None)))
+
+    def _first_delivery(self, head: list[bytes], o: int) -> bool:
+        """Whether the ack reply split into `head` (the consumer's name at token `o`) is the current
+        consumer's first delivery of a message."""
+        return head[0] == b"$JS" and head[1] == b"ACK" and head[o] == self.cname.encode() and head[o + 1] == b"1"
 
     def _framed_split(self, reply: bytes) -> re.Pattern[bytes] | None:
         """The splitter of `_on_framed` for runs whose first reply is `reply`: ` <prefix><sseq>.<dseq>.<ts>.
@@ -598,7 +600,7 @@ class SourceSync:
         head = reply[:at].split(b".")
         t = len(head)
         o = 3 if t == 9 else 5 if t >= 11 else 0
-        if not o or head[0] != b"$JS" or head[1] != b"ACK" or head[o] != self.cname.encode() or head[o + 1] != b"1":
+        if not o or not self._first_delivery(head, o):
             return None
         prefix = b".".join(head[: o + 2]) + b"."
         pat = re.compile(b" " + re.escape(prefix) + rb"([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)"
