@@ -672,10 +672,10 @@ class SQLiteStream(Stream):
         base = self._base
         for m in metas:
             seq = m.seq
-            if recent:
-                recent.pop(seq, None)
             if self._front:
                 self._uncache(seq)
+            elif recent:
+                recent.pop(seq, None)
             ride.append((base + seq,))
             pend.pop(seq, None)
             gone.add(seq)
@@ -1077,10 +1077,18 @@ class SQLiteStore(Store):
 
     def _later_due(self) -> None:
         self._later_timer = None
-        if (self._later or self._ride or self._later_meta or self._later_cons) and not self._closed:
-            b = self._batch()
-            self._take_later(b)
-            self._take_ride(b)
+        if self._holds() and not self._closed:
+            self._commit_held()
+
+    def _holds(self) -> bool:
+        """Something waits for a later commit: removals held back, acked rows, stream rows, consumer states."""
+        return bool(self._later or self._ride or self._later_meta or self._later_cons)
+
+    def _commit_held(self) -> None:
+        """All that is held back goes into the open batch."""
+        b = self._batch()
+        self._take_later(b)
+        self._take_ride(b)
 
     def _take_later(self, b: _Batch) -> None:
         """The removals held back from an earlier commit (`_drop_later`) go into `b`."""
@@ -1377,11 +1385,8 @@ class SQLiteStore(Store):
     async def flush(self) -> None:
         """Wait until everything queued so far is committed, the held-back removals too."""
         while True:
-            if (self._later or self._ride or self._later_meta or self._later_cons) and self._inflight is None \
-                    and not self._closed:
-                b = self._batch()
-                self._take_later(b)
-                self._take_ride(b)
+            if self._holds() and self._inflight is None and not self._closed:
+                self._commit_held()
             b = self._open or self._inflight
             if b is None:
                 return
