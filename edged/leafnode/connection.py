@@ -694,16 +694,7 @@ class LeafConnection(Connection):
                                                                payload))
                 else:
                     add(b"HMSG %s %d %d\r\n%s%s\r\n" % (routed, hs, hs + len(payload), hdr, payload))
-        data = b"".join(parts)
-        n = len(msgs)
-        sub.delivered += n
-        self.out.append(data)
-        self.out_msgs += n
-        self.out_bytes += nbytes
-        self.pending += len(data)
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
+        self._queue_batch(sub, b"".join(parts), len(msgs), nbytes)
 
     def deliver_numbered_run(self, sub: Subscription, routed: bytes, subjects: list[bytes], payloads: list[bytes],
                              reply_fmt: bytes, numbers: Sequence[Sequence[int]], nbytes: int) -> None:
@@ -713,16 +704,16 @@ class LeafConnection(Connection):
         if not self._run_allowed(routed):
             return
         frame = (b"LMSG " + routed.replace(b"%", b"%%") + b" " + reply_fmt + b"@%s %d\r\n%s\r\n").__mod__
-        data = b"".join(map(frame, zip(*numbers, subjects, map(len, payloads), payloads, strict=True)))
-        n = len(payloads)
+        self._queue_batch(sub, b"".join(map(frame, zip(*numbers, subjects, map(len, payloads), payloads, strict=True))),
+                          len(payloads), nbytes)
+
+    def _queue_batch(self, sub: Subscription, data: bytes, n: int, nbytes: int) -> None:
+        """`n` messages framed into `data` (`nbytes` of payload) go out with the next flush, counted."""
         sub.delivered += n
         self.out.append(data)
         self.out_msgs += n
         self.out_bytes += nbytes
-        self.pending += len(data)
-        if not self.flush_queued:
-            self.flush_queued = True
-            self.server.flush_soon(self)
+        self.queued(len(data))
 
     def takes_run(self, sub: Subscription, n: int, run_bytes: int) -> bool:
         """Always: delivery only queues output, the slow-consumer check waits for the flush."""
